@@ -1,0 +1,321 @@
+//! `dossier`: the command line. Glue only: parsing, printing, exit codes.
+
+mod bench;
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use chrono::NaiveDate;
+use clap::{Parser, Subcommand};
+use dossier_engine::{eval, Engine, Mode, Progress, SearchRequest};
+
+#[derive(Parser)]
+#[command(name = "dossier", version, about = "Answers questions over an organisation's documents, citing the exact version of every source.")]
+struct Cli {
+    /// Store directory.
+    #[arg(long, global = true, env = "DOSSIER_STORE")]
+    store: Option<PathBuf>,
+    /// Embedder for a new store: e5 (default), hash:DIM, openai:URL#MODEL. An existing
+    /// store always uses the embedder it was built with.
+    #[arg(long, global = true, env = "DOSSIER_EMBEDDER", default_value = "e5")]
+    embedder: String,
+    /// Print JSON instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Ingest files and directories (Markdown, text, HTML, corpus JSONL, record tables, principals).
+    Ingest { paths: Vec<PathBuf> },
+    /// Remove DOC (all versions) or DOC@VERSION and everything derived from it.
+    Delete {
+        spec: String,
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+    /// Search as a principal.
+    Search {
+        query: String,
+        /// Principal id (tenant and groups come from the ingested principals).
+        #[arg(long = "as")]
+        principal: String,
+        /// The business date (default: today).
+        #[arg(long)]
+        now: Option<NaiveDate>,
+        /// Search the versions in force on this date.
+        #[arg(long)]
+        as_of: Option<NaiveDate>,
+        #[arg(long, default_value = "hybrid")]
+        mode: String,
+        #[arg(short, default_value_t = 5)]
+        k: usize,
+    },
+    /// Retrieval evaluation on a dataset directory (corpus.jsonl + questions.jsonl).
+    Eval {
+        dataset: PathBuf,
+        /// bm25, vector, hybrid, or all (every mode in one run).
+        #[arg(long, default_value = "hybrid")]
+        mode: String,
+        #[arg(short, default_value_t = 5)]
+        k: usize,
+        /// Only the first N questions.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Include every question's retrieved ids in the JSON.
+        #[arg(long)]
+        per_question: bool,
+    },
+    /// Index generations: build a draft, promote it, roll back, list.
+    Index {
+        #[command(subcommand)]
+        action: IndexAction,
+    },
+    /// What the store holds.
+    Status,
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        action: bench::BenchAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum IndexAction {
+    /// Build a new generation from the catalog as a draft (the active one keeps serving).
+    Build,
+    /// Check a draft against the catalog and make it active (newest draft by default).
+    Promote { name: Option<String> },
+    /// Make the previous generation active again.
+    Rollback,
+    /// List generations.
+    List,
+}
+
+/// A progress bar on a terminal, nothing when piped.
+struct Bar(Option<indicatif::ProgressBar>);
+
+impl Bar {
+    fn new() -> Bar {
+        Bar(None)
+    }
+}
+
+impl Progress for Bar {
+    fn start(&mut self, stage: &str, total: u64) {
+        if !std::io::stderr().is_terminal() || total == 0 {
+            return;
+        }
+        let pb = indicatif::ProgressBar::new(total);
+        pb.set_style(
+            indicatif::ProgressStyle::with_template("{msg:>14} [{bar:40}] {pos}/{len} {per_sec} eta {eta}")
+                .expect("static template")
+                .progress_chars("=> "),
+        );
+        pb.set_message(stage.to_string());
+        self.0 = Some(pb);
+    }
+    fn advance(&mut self, n: u64) {
+        if let Some(pb) = &self.0 {
+            pb.inc(n);
+        }
+    }
+    fn finish(&mut self) {
+        if let Some(pb) = self.0.take() {
+            pb.finish_and_clear();
+        }
+    }
+}
+
+fn store_dir(cli: &Cli) -> PathBuf {
+    cli.store.clone().unwrap_or_else(|| PathBuf::from("dossier-data"))
+}
+
+fn open(dir: &Path, spec: &str) -> Result<Engine> {
+    Engine::open(dir, spec).with_context(|| format!("opening store {}", dir.display()))
+}
+
+fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
+}
+
+fn modes(s: &str) -> Result<Vec<Mode>> {
+    if s == "all" {
+        return Ok(Mode::ALL.to_vec());
+    }
+    s.split(',').map(|m| m.trim().parse::<Mode>().map_err(Into::into)).collect()
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(&cli) {
+        Ok(code) => code,
+        Err(e) => {
+            if cli.json {
+                println!("{}", serde_json::json!({"error": format!("{e:#}")}));
+            } else {
+                eprintln!("error: {e:#}");
+            }
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(cli: &Cli) -> Result<ExitCode> {
+    match &cli.command {
+        Command::Ingest { paths } => {
+            if paths.is_empty() {
+                bail!("nothing to ingest: name files or directories");
+            }
+            let engine = open(&store_dir(cli), &cli.embedder)?;
+            let report = engine.ingest(paths, &mut Bar::new())?;
+            if cli.json {
+                print_json(&report)?;
+            } else {
+                for p in &report.problems {
+                    eprintln!("skipped: {p}");
+                }
+                println!(
+                    "{} documents added ({} chunks), {} unchanged, {} record tables ({} rows), {} principals, {} problems",
+                    report.documents_added, report.chunks_added, report.documents_unchanged,
+                    report.record_tables, report.records, report.principals, report.problems.len()
+                );
+                println!(
+                    "parse {:.2}s, embed {:.2}s, commit {:.2}s",
+                    report.parse_secs, report.embed_secs, report.commit_secs
+                );
+            }
+            Ok(if report.problems.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(2) })
+        }
+        Command::Delete { spec, tenant } => {
+            let engine = open(&store_dir(cli), &cli.embedder)?;
+            let removed = engine.delete(spec, tenant.as_deref())?;
+            if cli.json {
+                print_json(&serde_json::json!({ "removed": removed }))?;
+            } else {
+                println!("removed {}", removed.join(", "));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Search { query, principal, now, as_of, mode, k } => {
+            let engine = open(&store_dir(cli), &cli.embedder)?;
+            let req = SearchRequest {
+                principal: principal.clone(),
+                query: query.clone(),
+                mode: mode.parse()?,
+                k: *k,
+                now: now.unwrap_or_else(|| chrono::Local::now().date_naive()),
+                as_of: *as_of,
+            };
+            let resp = engine.search(&req)?;
+            if cli.json {
+                print_json(&resp)?;
+            } else {
+                if resp.hits.is_empty() {
+                    println!("no results");
+                }
+                for (i, h) in resp.hits.iter().enumerate() {
+                    let text: String = h.text.chars().take(160).collect::<String>().replace('\n', " ");
+                    println!("{:>2}. [{}@{} § {}] {:.4}", i + 1, h.doc_id, h.version, h.section, h.score);
+                    println!("    {text}");
+                    println!("    {}", h.source_uri);
+                }
+                for c in &resp.conflicts {
+                    println!("conflict: {}@{} vs {}: {}", c.doc_id, c.version, c.conflicts_with, c.reason);
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Eval { dataset, mode, k, limit, per_question } => {
+            let modes = modes(mode)?;
+            let dir = cli.store.clone().unwrap_or_else(|| {
+                let name = dataset.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_else(|| "dataset".into());
+                PathBuf::from("evalstores").join(name)
+            });
+            let engine = open(&dir, &cli.embedder)?;
+            let mut report = eval::run(&engine, dataset, &modes, *limit, &mut Bar::new())?;
+            if !per_question {
+                for m in &mut report.modes {
+                    m.per_question.clear();
+                }
+            }
+            if cli.json {
+                if report.modes.len() == 1 {
+                    let mut v = serde_json::to_value(&report.modes[0])?;
+                    v["dataset"] = serde_json::json!(report.dataset);
+                    v["ingest"] = serde_json::to_value(&report.ingest)?;
+                    print_json(&v)?;
+                } else {
+                    print_json(&report)?;
+                }
+            } else {
+                println!("{} (store {}): ingest added {} passages, {} unchanged", report.dataset, dir.display(), report.ingest.documents_added, report.ingest.documents_unchanged);
+                println!("{:<8} {:>9} {:>9} {:>10} {:>7} {:>8} {:>8}", "mode", "recall@2", "recall@5", "recall@10", "mrr", "p50 ms", "p99 ms");
+                for m in &report.modes {
+                    println!(
+                        "{:<8} {:>9.3} {:>9.3} {:>10.3} {:>7.3} {:>8.2} {:>8.2}",
+                        m.mode.name(), m.recall_2, m.recall_5, m.recall_10, m.mrr, m.latency_p50_ms, m.latency_p99_ms
+                    );
+                }
+                println!("({} questions; -k {k} is reported as recall@{k} above)", report.modes.first().map_or(0, |m| m.questions));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Index { action } => {
+            let engine = open(&store_dir(cli), &cli.embedder)?;
+            let store = engine.store();
+            let out = match action {
+                IndexAction::Build => {
+                    let mut bar = Bar::new();
+                    bar.start("indexing", store.catalog().chunk_count()?);
+                    let info = store.build_draft(|_| bar.advance(1))?;
+                    bar.finish();
+                    vec![info]
+                }
+                IndexAction::Promote { name } => vec![store.promote(name.as_deref())?],
+                IndexAction::Rollback => vec![store.rollback()?],
+                IndexAction::List => store.list_generations()?,
+            };
+            if cli.json {
+                print_json(&out)?;
+            } else {
+                for g in out {
+                    println!("{:<8} {:<8} catalog generation {:>5}  {:>8} chunks  {:>8} vectors  built {}", g.name, g.status, g.catalog_generation, g.chunks, g.vectors, g.built_at);
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Status => {
+            let engine = open(&store_dir(cli), &cli.embedder)?;
+            let store = engine.store();
+            let view = store.view();
+            let m = store.manifest();
+            let status = serde_json::json!({
+                "store": store.dir(),
+                "format_version": m.format_version,
+                "embedder": m.embedder_model,
+                "dim": m.dim,
+                "catalog_generation": store.catalog().generation()?,
+                "document_versions": view.entries.len(),
+                "chunks": store.catalog().chunk_count()?,
+                "principals": store.catalog().principals()?.len(),
+                "active_index": store.active().name,
+                "look_alike_conflicts": view.look_alikes.len(),
+            });
+            if cli.json {
+                print_json(&status)?;
+            } else {
+                for (k, v) in status.as_object().expect("object") {
+                    println!("{k:<20} {v}");
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench { action } => bench::run(cli.json, action),
+    }
+}

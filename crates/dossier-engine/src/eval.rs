@@ -1,0 +1,154 @@
+//! Retrieval evaluation over a dataset directory (`corpus.jsonl` + `questions.jsonl`).
+//!
+//! The corpus is ingested into the engine's store first (incrementally: a second run
+//! does no work). Questions are asked as a principal of the default tenant, which may
+//! read every passage that names no tenant or ACL.
+
+use std::collections::HashSet;
+use std::io::BufRead;
+use std::path::Path;
+use std::time::Instant;
+
+use dossier_core::Scope;
+use serde::{Deserialize, Serialize};
+
+use crate::ingest::{IngestReport, Progress};
+use crate::{Engine, Error, Mode, Result};
+
+#[derive(Debug, Deserialize)]
+struct Question {
+    id: String,
+    question: String,
+    #[serde(default)]
+    gold_ids: Vec<String>,
+}
+
+/// One question's outcome, for error analysis.
+#[derive(Debug, Clone, Serialize)]
+pub struct QuestionResult {
+    pub id: String,
+    pub question: String,
+    pub gold_ids: Vec<String>,
+    /// Passage ids retrieved, best first (up to 10).
+    pub retrieved: Vec<String>,
+    #[serde(rename = "recall@5")]
+    pub recall_5: f64,
+    /// 1 / rank of the first gold passage within the top 10, or 0.
+    pub reciprocal_rank: f64,
+}
+
+/// Figures for one mode.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModeReport {
+    pub mode: Mode,
+    pub questions: usize,
+    #[serde(rename = "recall@2")]
+    pub recall_2: f64,
+    #[serde(rename = "recall@5")]
+    pub recall_5: f64,
+    #[serde(rename = "recall@10")]
+    pub recall_10: f64,
+    pub mrr: f64,
+    pub latency_p50_ms: f64,
+    pub latency_p99_ms: f64,
+    pub per_question: Vec<QuestionResult>,
+}
+
+/// The whole run.
+#[derive(Debug, Clone, Serialize)]
+pub struct EvalReport {
+    pub dataset: String,
+    pub ingest: IngestReport,
+    pub modes: Vec<ModeReport>,
+}
+
+fn recall(gold: &HashSet<&str>, got: &[String], k: usize) -> f64 {
+    if gold.is_empty() {
+        return 0.0;
+    }
+    got.iter().take(k).filter(|d| gold.contains(d.as_str())).count() as f64 / gold.len() as f64
+}
+
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i]
+}
+
+/// Runs the dataset in `dir` in each mode, in one run.
+pub fn run(engine: &Engine, dir: &Path, modes: &[Mode], limit: Option<usize>, progress: &mut dyn Progress) -> Result<EvalReport> {
+    let corpus = dir.join("corpus.jsonl");
+    let qpath = dir.join("questions.jsonl");
+    for p in [&corpus, &qpath] {
+        if !p.is_file() {
+            return Err(Error::Invalid(format!("{}: not found (a dataset has corpus.jsonl and questions.jsonl)", p.display())));
+        }
+    }
+    let ingest = engine.ingest(std::slice::from_ref(&corpus), progress)?;
+    let file = std::fs::File::open(&qpath).map_err(|e| Error::Invalid(format!("{}: {e}", qpath.display())))?;
+    let mut questions = Vec::new();
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(|e| Error::Invalid(format!("{}:{}: {e}", qpath.display(), i + 1)))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let q: Question = serde_json::from_str(&line).map_err(|e| Error::Invalid(format!("{}:{}: {e}", qpath.display(), i + 1)))?;
+        questions.push(q);
+    }
+    if let Some(n) = limit {
+        questions.truncate(n);
+    }
+    let scope = Scope {
+        principal_id: "eval".into(),
+        tenant: engine.options.default_tenant.clone(),
+        groups: vec![],
+        at: chrono::Utc::now().date_naive(),
+    };
+    let mut reports = Vec::new();
+    for &mode in modes {
+        progress.start(&format!("eval {}", mode.name()), questions.len() as u64);
+        let mut per = Vec::with_capacity(questions.len());
+        let mut lat = Vec::with_capacity(questions.len());
+        let (mut r2, mut r5, mut r10, mut mrr) = (0.0, 0.0, 0.0, 0.0);
+        for q in &questions {
+            let t = Instant::now();
+            // Passages can span several chunks: fetch deeper and keep each passage once.
+            let resp = engine.search_scoped(&scope, &q.question, mode, 30)?;
+            lat.push(t.elapsed().as_secs_f64() * 1000.0);
+            let mut seen = HashSet::new();
+            let retrieved: Vec<String> = resp.hits.into_iter().map(|h| h.doc_id).filter(|d| seen.insert(d.clone())).take(10).collect();
+            let gold: HashSet<&str> = q.gold_ids.iter().map(String::as_str).collect();
+            let rr = retrieved.iter().position(|d| gold.contains(d.as_str())).map_or(0.0, |i| 1.0 / (i + 1) as f64);
+            r2 += recall(&gold, &retrieved, 2);
+            r5 += recall(&gold, &retrieved, 5);
+            r10 += recall(&gold, &retrieved, 10);
+            mrr += rr;
+            per.push(QuestionResult {
+                id: q.id.clone(),
+                question: q.question.clone(),
+                gold_ids: q.gold_ids.clone(),
+                recall_5: recall(&gold, &retrieved, 5),
+                retrieved,
+                reciprocal_rank: rr,
+            });
+            progress.advance(1);
+        }
+        progress.finish();
+        lat.sort_by(f64::total_cmp);
+        let n = questions.len().max(1) as f64;
+        reports.push(ModeReport {
+            mode,
+            questions: questions.len(),
+            recall_2: r2 / n,
+            recall_5: r5 / n,
+            recall_10: r10 / n,
+            mrr: mrr / n,
+            latency_p50_ms: percentile(&lat, 0.5),
+            latency_p99_ms: percentile(&lat, 0.99),
+            per_question: per,
+        });
+    }
+    Ok(EvalReport { dataset: dir.display().to_string(), ingest, modes: reports })
+}

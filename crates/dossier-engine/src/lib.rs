@@ -1,0 +1,142 @@
+//! Dossier's engine: the one place that puts ingest, embeddings, the store and the
+//! indexes together.
+//!
+//! - [`Engine::ingest`]: parse → skip unchanged versions (by digest) → embed → commit
+//!   in batches, so a killed ingest keeps every batch committed before it.
+//! - [`Engine::search`]: principal → [`dossier_core::Scope`] → admission set → filtered
+//!   ranking → hydration that checks scope and validity again → conflicts.
+//! - [`eval`]: Recall@K and MRR over a dataset directory.
+//!
+//! **Architecture invariants:**
+//! - A request's identity is a principal id resolved against the ingested principals;
+//!   tenant and groups are never taken from the request.
+//! - Filtering happens before ranking (the admission set goes into every index search)
+//!   and again at hydration; a chunk the scope may not read is never returned, and an
+//!   unknown document reads exactly like a forbidden one.
+//! - Only versions in force at the scope's date are admitted.
+
+pub mod eval;
+mod ingest;
+mod search;
+
+use std::path::Path;
+
+use dossier_core::{Embedder, Principal};
+use dossier_ingest::IngestOptions;
+use dossier_store::Store;
+
+pub use dossier_store;
+
+pub use ingest::{IngestReport, Progress};
+pub use search::{Conflict, Hit, Mode, SearchRequest, SearchResponse};
+
+/// Errors of the engine, split by who can fix them.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Bad input from the caller.
+    #[error("{0}")]
+    Invalid(String),
+    /// Something named does not exist (or is not the caller's: the two read the same).
+    #[error("{0}")]
+    NotFound(String),
+    #[error(transparent)]
+    Store(#[from] dossier_store::Error),
+    #[error(transparent)]
+    Index(#[from] dossier_index::Error),
+    #[error(transparent)]
+    Model(#[from] dossier_core::Error),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// An opened engine: a store plus the embedder its vectors came from.
+pub struct Engine {
+    store: Store,
+    embedder: Box<dyn Embedder>,
+    options: IngestOptions,
+}
+
+impl Engine {
+    /// Opens the store in `dir`. An existing store rebuilds its own embedder from its
+    /// manifest; a new one is created with `embedder_spec`.
+    pub fn open(dir: &Path, embedder_spec: &str) -> Result<Engine> {
+        let spec = match Store::read_manifest(dir)? {
+            Some(m) => m.embedder_spec,
+            None => embedder_spec.to_string(),
+        };
+        let embedder = dossier_embed::from_spec(&spec)?;
+        Self::with_embedder(dir, &spec, embedder)
+    }
+
+    /// Opens with an embedder built by the caller (tests, benchmarks).
+    pub fn with_embedder(dir: &Path, spec: &str, embedder: Box<dyn Embedder>) -> Result<Engine> {
+        let store = Store::open(dir, spec, embedder.name(), embedder.dim())?;
+        Ok(Engine {
+            store,
+            embedder,
+            options: IngestOptions::default(),
+        })
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn embedder(&self) -> &dyn Embedder {
+        self.embedder.as_ref()
+    }
+
+    pub fn options_mut(&mut self) -> &mut IngestOptions {
+        &mut self.options
+    }
+
+    /// The principal with this id, or `NotFound`.
+    pub fn principal(&self, id: &str) -> Result<Principal> {
+        self.store
+            .catalog()
+            .principal(id)?
+            .ok_or_else(|| Error::NotFound(format!("unknown principal {id}")))
+    }
+
+    /// Removes `DOC` (every version) or `DOC@VERSION` and everything derived from it.
+    /// With several tenants holding the id, `tenant` must say which.
+    pub fn delete(&self, spec: &str, tenant: Option<&str>) -> Result<Vec<String>> {
+        let (doc, version) = match spec.rsplit_once('@') {
+            Some((d, v)) => (d.to_string(), Some(v.to_string())),
+            None => (spec.to_string(), None),
+        };
+        let view = self.store.view();
+        let mut tenants: Vec<String> = view
+            .entries
+            .iter()
+            .filter(|e| e.meta.doc_id == doc)
+            .filter(|e| version.as_ref().is_none_or(|v| &e.meta.version == v))
+            .filter(|e| tenant.is_none_or(|t| e.meta.tenant == t))
+            .map(|e| e.meta.tenant.clone())
+            .collect();
+        tenants.sort();
+        tenants.dedup();
+        let tenant = match tenants.as_slice() {
+            [] => return Err(Error::NotFound(format!("no document {spec}"))),
+            [t] => t.clone(),
+            many => {
+                return Err(Error::Invalid(format!(
+                    "document {spec} exists in tenants {}; pass --tenant",
+                    many.join(", ")
+                )))
+            }
+        };
+        let removed: Vec<String> = view
+            .entries
+            .iter()
+            .filter(|e| e.meta.tenant == tenant && e.meta.doc_id == doc)
+            .filter(|e| version.as_ref().is_none_or(|v| &e.meta.version == v))
+            .map(|e| format!("{}@{}", e.meta.doc_id, e.meta.version))
+            .collect();
+        self.store.commit(dossier_store::catalog::CommitBatch {
+            deletes: vec![(tenant, doc, version)],
+            ..Default::default()
+        })?;
+        Ok(removed)
+    }
+}

@@ -1,0 +1,178 @@
+//! Scoped search: the admission set goes into every index, hydration checks again.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::NaiveDate;
+use dossier_core::{Scope, VersionRef};
+use dossier_index::fusion::{rrf, DEFAULT_RRF_K};
+use dossier_index::Scored;
+use serde::{Deserialize, Serialize};
+
+use crate::{Engine, Error, Result};
+
+/// Retrieval mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Bm25,
+    Vector,
+    Hybrid,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 3] = [Mode::Bm25, Mode::Vector, Mode::Hybrid];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Bm25 => "bm25",
+            Mode::Vector => "vector",
+            Mode::Hybrid => "hybrid",
+        }
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Mode> {
+        Mode::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| Error::Invalid(format!("unknown mode {s:?}: expected bm25, vector or hybrid")))
+    }
+}
+
+/// A search as a caller asks it.
+#[derive(Debug, Clone)]
+pub struct SearchRequest {
+    pub principal: String,
+    pub query: String,
+    pub mode: Mode,
+    pub k: usize,
+    /// The business clock; versions in force on this date are searched.
+    pub now: NaiveDate,
+    /// Search the versions in force on this date instead.
+    pub as_of: Option<NaiveDate>,
+}
+
+/// One hit, in the JSON shape the CLI and API print.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Hit {
+    pub chunk_id: String,
+    pub doc_id: String,
+    pub version: String,
+    pub section: String,
+    pub section_path: Vec<String>,
+    pub score: f32,
+    pub text: String,
+    pub source_uri: String,
+    pub title: String,
+}
+
+/// A look-alike of a hit's document, visible to the caller, with no confirmed
+/// supersession between them: shown, never silently chosen.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Conflict {
+    pub doc_id: String,
+    pub version: String,
+    pub conflicts_with: VersionRef,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SearchResponse {
+    pub hits: Vec<Hit>,
+    pub conflicts: Vec<Conflict>,
+}
+
+/// Weight of the dense list in hybrid fusion. e5 is the stronger single retriever on
+/// the multi-hop sets, so its ranks count for more; BM25 adds exact-term matches.
+pub const DENSE_WEIGHT: f32 = 1.5;
+
+impl Engine {
+    /// Searches as a principal from the catalog.
+    pub fn search(&self, req: &SearchRequest) -> Result<SearchResponse> {
+        let principal = self.principal(&req.principal)?;
+        let scope = Scope::new(&principal, req.as_of.unwrap_or(req.now));
+        self.search_scoped(&scope, &req.query, req.mode, req.k)
+    }
+
+    /// Searches under a scope the program built itself (eval, the agent).
+    pub fn search_scoped(&self, scope: &Scope, query: &str, mode: Mode, k: usize) -> Result<SearchResponse> {
+        let ranked = self.rank(scope, query, mode, k)?;
+        self.hydrate(scope, &ranked, k)
+    }
+
+    /// Ranked chunk sequence numbers, already filtered by the scope.
+    pub fn rank(&self, scope: &Scope, query: &str, mode: Mode, k: usize) -> Result<Vec<Scored>> {
+        if query.trim().is_empty() {
+            return Err(Error::Invalid("empty query".into()));
+        }
+        let admit = self.store.view().admit(scope);
+        let generation = self.store.active();
+        let lexical = |n| generation.bm25.search(query, n, &admit);
+        let dense = |n| -> Result<Vec<Scored>> {
+            let q = self.embedder.embed_query(query)?;
+            Ok(generation.vectors.read().search(&q, n, &admit))
+        };
+        Ok(match mode {
+            Mode::Bm25 => lexical(k)?,
+            Mode::Vector => dense(k)?,
+            Mode::Hybrid => {
+                // Fuse deeper lists than asked so that agreement below the cut counts.
+                let depth = (k * 4).max(40);
+                let (l, d) = (lexical(depth)?, dense(depth)?);
+                rrf(&[(&l, 1.0), (&d, DENSE_WEIGHT)], DEFAULT_RRF_K, k)
+            }
+        })
+    }
+
+    /// Turns ranked sequence numbers into hits, checking each chunk's document version
+    /// against the scope once more, and collects the conflicts among them.
+    pub fn hydrate(&self, scope: &Scope, ranked: &[Scored], k: usize) -> Result<SearchResponse> {
+        let view = self.store.view();
+        let seqs: Vec<u64> = ranked.iter().map(|s| s.seq).collect();
+        let score: HashMap<u64, f32> = ranked.iter().map(|s| (s.seq, s.score)).collect();
+        let mut hits = Vec::new();
+        let mut hit_docs: HashSet<VersionRef> = HashSet::new();
+        for c in self.store.catalog().chunks(&seqs)? {
+            let ch = &c.chunk;
+            let Some(i) = view.find(&ch.tenant, &ch.doc_id, &ch.version) else { continue };
+            if view.entries[i].dv != c.dv || !view.admits(i, scope) {
+                continue;
+            }
+            hit_docs.insert(VersionRef { doc_id: ch.doc_id.clone(), version: ch.version.clone() });
+            hits.push(Hit {
+                chunk_id: ch.chunk_id.clone(),
+                doc_id: ch.doc_id.clone(),
+                version: ch.version.clone(),
+                section: ch.section_label(),
+                section_path: ch.section.clone(),
+                score: score[&c.seq],
+                text: ch.text.clone(),
+                source_uri: ch.source_uri.clone(),
+                title: ch.title.clone(),
+            });
+            if hits.len() == k {
+                break;
+            }
+        }
+        let visible = |r: &VersionRef| view.find(&scope.tenant, &r.doc_id, &r.version).is_some_and(|i| view.admits(i, scope));
+        let mut conflicts = Vec::new();
+        for (tenant, l) in &view.look_alikes {
+            if tenant != &scope.tenant || !visible(&l.a) || !visible(&l.b) {
+                continue;
+            }
+            for (hit, other) in [(&l.a, &l.b), (&l.b, &l.a)] {
+                if hit_docs.contains(hit) {
+                    conflicts.push(Conflict {
+                        doc_id: hit.doc_id.clone(),
+                        version: hit.version.clone(),
+                        conflicts_with: other.clone(),
+                        reason: l.reason.clone(),
+                    });
+                }
+            }
+        }
+        Ok(SearchResponse { hits, conflicts })
+    }
+}

@@ -1,0 +1,46 @@
+//! The admission set: which document-version ordinals a search may return.
+
+use std::sync::Arc;
+
+/// A bitset over document-version ordinals, cheap to clone into search closures.
+#[derive(Debug, Clone, Default)]
+pub struct Admit {
+    bits: Arc<Vec<u64>>,
+    count: usize,
+}
+
+impl Admit {
+    pub fn from_ordinals(ordinals: impl IntoIterator<Item = u32>) -> Admit {
+        let mut bits: Vec<u64> = Vec::new();
+        let mut count = 0;
+        for o in ordinals {
+            let (w, b) = ((o / 64) as usize, o % 64);
+            if bits.len() <= w {
+                bits.resize(w + 1, 0);
+            }
+            if bits[w] & (1 << b) == 0 {
+                bits[w] |= 1 << b;
+                count += 1;
+            }
+        }
+        Admit {
+            bits: Arc::new(bits),
+            count,
+        }
+    }
+
+    #[inline]
+    pub fn contains(&self, ordinal: u32) -> bool {
+        let w = (ordinal / 64) as usize;
+        self.bits.get(w).is_some_and(|x| x & (1 << (ordinal % 64)) != 0)
+    }
+
+    /// Number of admitted document versions.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+}

@@ -1,0 +1,618 @@
+//! Dense-vector indexes over L2-normalised vectors (similarity = dot product).
+//!
+//! [`FlatIndex`] scans every admitted row: exact, and the oracle the tests hold
+//! [`HnswIndex`] to. [`HnswIndex`] is a hierarchical navigable small-world graph
+//! (Malkov & Yashunin, 2016) searched under the admission filter: the graph is walked
+//! through any node, but only admitted nodes enter the result set, and when the filter
+//! admits few rows the search is an exact scan of those rows instead, so selective
+//! filters never cost recall.
+//!
+//! Rows are never removed in place: a deleted chunk's document-version ordinal stops
+//! being admitted, and a rebuild drops it.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::Path;
+
+use rand::{Rng, SeedableRng};
+
+use crate::{Admit, Error, Result, Scored};
+
+#[inline]
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    // Four accumulators let the compiler vectorise without fast-math.
+    let mut acc = [0f32; 4];
+    let chunks = a.len() / 4;
+    for i in 0..chunks {
+        for j in 0..4 {
+            acc[j] += a[i * 4 + j] * b[i * 4 + j];
+        }
+    }
+    let mut s = acc[0] + acc[1] + acc[2] + acc[3];
+    for i in chunks * 4..a.len() {
+        s += a[i] * b[i];
+    }
+    s
+}
+
+/// The stored rows: one vector per chunk, with its sequence number and ordinal.
+#[derive(Debug, Clone, Default)]
+pub struct Rows {
+    dim: usize,
+    seqs: Vec<u64>,
+    dvs: Vec<u32>,
+    data: Vec<f32>,
+}
+
+impl Rows {
+    pub fn new(dim: usize) -> Rows {
+        Rows {
+            dim,
+            ..Rows::default()
+        }
+    }
+    pub fn len(&self) -> usize {
+        self.seqs.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.seqs.is_empty()
+    }
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+    #[inline]
+    fn vec(&self, i: usize) -> &[f32] {
+        &self.data[i * self.dim..(i + 1) * self.dim]
+    }
+    fn push(&mut self, seq: u64, dv: u32, v: &[f32]) -> Result<usize> {
+        if v.len() != self.dim {
+            return Err(Error::Dimension {
+                got: v.len(),
+                want: self.dim,
+            });
+        }
+        self.seqs.push(seq);
+        self.dvs.push(dv);
+        self.data.extend_from_slice(v);
+        Ok(self.seqs.len() - 1)
+    }
+
+    /// Exact top-k over admitted rows.
+    fn exact(&self, q: &[f32], k: usize, admit: &Admit) -> Vec<Scored> {
+        let mut heap = BinaryHeap::with_capacity(k + 1);
+        for i in 0..self.len() {
+            if !admit.contains(self.dvs[i]) {
+                continue;
+            }
+            let s = dot(q, self.vec(i));
+            if heap.len() < k {
+                heap.push(MinSim(s, i as u32));
+            } else if heap.peek().is_some_and(|w| s > w.0) {
+                heap.pop();
+                heap.push(MinSim(s, i as u32));
+            }
+        }
+        self.finish(heap.into_vec(), k)
+    }
+
+    fn finish(&self, mut found: Vec<MinSim>, k: usize) -> Vec<Scored> {
+        found.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        found.truncate(k);
+        found
+            .into_iter()
+            .map(|MinSim(score, i)| Scored {
+                seq: self.seqs[i as usize],
+                score,
+            })
+            .collect()
+    }
+
+    /// Estimated fraction of rows admitted, from an even sample.
+    fn admitted_fraction(&self, admit: &Admit) -> f32 {
+        let n = self.len();
+        if n == 0 {
+            return 0.0;
+        }
+        let step = (n / 2048).max(1);
+        let (mut hit, mut total) = (0usize, 0usize);
+        for i in (0..n).step_by(step) {
+            total += 1;
+            hit += admit.contains(self.dvs[i]) as usize;
+        }
+        hit as f32 / total as f32
+    }
+}
+
+/// Max-heap entry by similarity.
+#[derive(Clone, Copy, PartialEq)]
+struct MaxSim(f32, u32);
+impl Eq for MaxSim {}
+impl Ord for MaxSim {
+    fn cmp(&self, o: &Self) -> Ordering {
+        self.0.total_cmp(&o.0).then(o.1.cmp(&self.1))
+    }
+}
+impl PartialOrd for MaxSim {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+/// Min-heap entry by similarity (the worst kept result on top).
+#[derive(Clone, Copy, PartialEq)]
+struct MinSim(f32, u32);
+impl Eq for MinSim {}
+impl Ord for MinSim {
+    fn cmp(&self, o: &Self) -> Ordering {
+        o.0.total_cmp(&self.0).then(self.1.cmp(&o.1))
+    }
+}
+impl PartialOrd for MinSim {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+/// Exact search: every admitted row is scored.
+#[derive(Debug, Clone)]
+pub struct FlatIndex {
+    rows: Rows,
+}
+
+impl FlatIndex {
+    pub fn new(dim: usize) -> FlatIndex {
+        FlatIndex {
+            rows: Rows::new(dim),
+        }
+    }
+    pub fn add(&mut self, seq: u64, dv: u32, v: &[f32]) -> Result<()> {
+        self.rows.push(seq, dv, v).map(|_| ())
+    }
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+    pub fn search(&self, q: &[f32], k: usize, admit: &Admit) -> Vec<Scored> {
+        self.rows.exact(q, k, admit)
+    }
+}
+
+/// HNSW build and search parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HnswParams {
+    /// Links per node on upper layers (twice this on layer 0).
+    pub m: usize,
+    pub ef_construction: usize,
+    /// Candidate list size at query time (raised to `k` and for selective filters).
+    pub ef_search: usize,
+    /// Below this admitted fraction, search scans the admitted rows exactly.
+    pub exact_below: f32,
+    pub seed: u64,
+}
+
+impl Default for HnswParams {
+    fn default() -> Self {
+        HnswParams {
+            m: 16,
+            ef_construction: 100,
+            ef_search: 96,
+            exact_below: 0.05,
+            seed: 0x5EED,
+        }
+    }
+}
+
+/// An HNSW graph over [`Rows`].
+#[derive(Debug, Clone)]
+pub struct HnswIndex {
+    params: HnswParams,
+    rows: Rows,
+    /// `links[node][layer]`: neighbour node indexes.
+    links: Vec<Vec<Vec<u32>>>,
+    entry: Option<u32>,
+    rng: rand::rngs::StdRng,
+}
+
+const MAGIC: &[u8; 8] = b"DHNSW001";
+
+impl HnswIndex {
+    pub fn new(dim: usize, params: HnswParams) -> HnswIndex {
+        HnswIndex {
+            params,
+            rows: Rows::new(dim),
+            links: Vec::new(),
+            entry: None,
+            rng: rand::rngs::StdRng::seed_from_u64(params.seed),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+    pub fn dim(&self) -> usize {
+        self.rows.dim
+    }
+    pub fn params(&self) -> HnswParams {
+        self.params
+    }
+
+    fn top_layer(&self) -> usize {
+        self.entry.map_or(0, |e| self.links[e as usize].len() - 1)
+    }
+
+    /// Inserts one vector.
+    pub fn add(&mut self, seq: u64, dv: u32, v: &[f32]) -> Result<()> {
+        let node = self.rows.push(seq, dv, v)? as u32;
+        let ml = 1.0 / (self.params.m as f64).ln();
+        let u: f64 = self.rng.gen_range(f64::EPSILON..1.0);
+        let level = ((-u.ln() * ml).floor() as usize).min(16);
+        self.links.push(vec![Vec::new(); level + 1]);
+        let Some(mut ep) = self.entry else {
+            self.entry = Some(node);
+            return Ok(());
+        };
+        let q = self.rows.vec(node as usize).to_vec();
+        let top = self.top_layer();
+        for layer in (level + 1..=top).rev() {
+            ep = self.greedy(&q, ep, layer);
+        }
+        for layer in (0..=level.min(top)).rev() {
+            let found = self.search_layer(&q, &[ep], self.params.ef_construction, layer, None);
+            let max_links = self.max_links(layer);
+            let chosen = self.select(&found, max_links);
+            for &n in &chosen {
+                let list = &mut self.links[n as usize][layer];
+                list.push(node);
+                if list.len() > max_links {
+                    self.prune(n, layer, max_links);
+                }
+            }
+            self.links[node as usize][layer] = chosen;
+            ep = found.first().map_or(ep, |m| m.1);
+        }
+        if level > top {
+            self.entry = Some(node);
+        }
+        Ok(())
+    }
+
+    fn max_links(&self, layer: usize) -> usize {
+        if layer == 0 {
+            self.params.m * 2
+        } else {
+            self.params.m
+        }
+    }
+
+    fn greedy(&self, q: &[f32], mut ep: u32, layer: usize) -> u32 {
+        let mut best = dot(q, self.rows.vec(ep as usize));
+        loop {
+            let mut moved = false;
+            for &n in &self.links[ep as usize][layer] {
+                let s = dot(q, self.rows.vec(n as usize));
+                if s > best {
+                    (best, ep, moved) = (s, n, true);
+                }
+            }
+            if !moved {
+                return ep;
+            }
+        }
+    }
+
+    /// Best-first search of one layer. With `admit`, every node may be walked through
+    /// but only admitted nodes are kept as results. Returns results best first.
+    fn search_layer(
+        &self,
+        q: &[f32],
+        entries: &[u32],
+        ef: usize,
+        layer: usize,
+        admit: Option<&Admit>,
+    ) -> Vec<MaxSim> {
+        let mut visited = vec![0u64; self.len().div_ceil(64)];
+        let mut candidates = BinaryHeap::new();
+        let mut results: BinaryHeap<MinSim> = BinaryHeap::new();
+        let admitted = |i: u32| admit.is_none_or(|a| a.contains(self.rows.dvs[i as usize]));
+        for &e in entries {
+            visited[e as usize / 64] |= 1 << (e % 64);
+            let s = dot(q, self.rows.vec(e as usize));
+            candidates.push(MaxSim(s, e));
+            if admitted(e) {
+                results.push(MinSim(s, e));
+            }
+        }
+        while let Some(MaxSim(s, c)) = candidates.pop() {
+            if results.len() >= ef && results.peek().is_some_and(|w| s < w.0) {
+                break;
+            }
+            for &n in &self.links[c as usize][layer] {
+                let (w, b) = (n as usize / 64, n % 64);
+                if visited[w] & (1 << b) != 0 {
+                    continue;
+                }
+                visited[w] |= 1 << b;
+                let sn = dot(q, self.rows.vec(n as usize));
+                let worst = results.peek().map_or(f32::MIN, |m| m.0);
+                if results.len() < ef || sn > worst {
+                    candidates.push(MaxSim(sn, n));
+                    if admitted(n) {
+                        results.push(MinSim(sn, n));
+                        if results.len() > ef {
+                            results.pop();
+                        }
+                    }
+                }
+            }
+        }
+        let mut out: Vec<MaxSim> = results.into_iter().map(|m| MaxSim(m.0, m.1)).collect();
+        out.sort_by(|a, b| b.cmp(a));
+        out
+    }
+
+    /// The neighbour-selection heuristic: keep a candidate only if it is closer to the
+    /// new node than to every neighbour already kept, which keeps links diverse.
+    fn select(&self, candidates: &[MaxSim], m: usize) -> Vec<u32> {
+        let mut kept: Vec<u32> = Vec::with_capacity(m);
+        for &MaxSim(s, c) in candidates {
+            if kept.len() >= m {
+                break;
+            }
+            let cv = self.rows.vec(c as usize);
+            if kept
+                .iter()
+                .all(|&k| dot(cv, self.rows.vec(k as usize)) < s)
+            {
+                kept.push(c);
+            }
+        }
+        kept
+    }
+
+    fn prune(&mut self, node: u32, layer: usize, m: usize) {
+        let v = self.rows.vec(node as usize);
+        let mut cands: Vec<MaxSim> = self.links[node as usize][layer]
+            .iter()
+            .map(|&n| MaxSim(dot(v, self.rows.vec(n as usize)), n))
+            .collect();
+        cands.sort_by(|a, b| b.cmp(a));
+        let kept = self.select(&cands, m);
+        self.links[node as usize][layer] = kept;
+    }
+
+    /// The `k` most similar admitted rows.
+    pub fn search(&self, q: &[f32], k: usize, admit: &Admit) -> Vec<Scored> {
+        let Some(mut ep) = self.entry else {
+            return Vec::new();
+        };
+        if k == 0 || admit.is_empty() {
+            return Vec::new();
+        }
+        let fraction = self.rows.admitted_fraction(admit);
+        if fraction < self.params.exact_below || self.len() <= 2048 {
+            return self.rows.exact(q, k, admit);
+        }
+        for layer in (1..=self.top_layer()).rev() {
+            ep = self.greedy(q, ep, layer);
+        }
+        // A filter that admits a fraction f of the rows leaves about f·ef admitted
+        // results in a plain candidate list; widen the list to compensate.
+        let ef = ((self.params.ef_search.max(k) as f32) / fraction.max(0.05)).ceil() as usize;
+        let found = self.search_layer(q, &[ep], ef.min(self.len()), 0, Some(admit));
+        self.rows
+            .finish(found.into_iter().map(|m| MinSim(m.0, m.1)).collect(), k)
+    }
+
+    /// Exact search over the same rows (the oracle).
+    pub fn search_exact(&self, q: &[f32], k: usize, admit: &Admit) -> Vec<Scored> {
+        self.rows.exact(q, k, admit)
+    }
+
+    /// Writes the index to `path` atomically (temporary file, fsync, rename).
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let io = |source| Error::Io {
+            path: path.display().to_string(),
+            source,
+        };
+        let tmp = path.with_extension("tmp");
+        let f = std::fs::File::create(&tmp).map_err(io)?;
+        let mut w = BufWriter::with_capacity(1 << 20, f);
+        let mut put = |b: &[u8]| w.write_all(b).map_err(io);
+        put(MAGIC)?;
+        put(&(self.rows.dim as u64).to_le_bytes())?;
+        put(&(self.len() as u64).to_le_bytes())?;
+        put(&(self.params.m as u64).to_le_bytes())?;
+        put(&(self.params.ef_construction as u64).to_le_bytes())?;
+        put(&(self.params.ef_search as u64).to_le_bytes())?;
+        put(&self.params.exact_below.to_le_bytes())?;
+        put(&self.entry.map_or(u64::MAX, |e| e as u64).to_le_bytes())?;
+        for s in &self.rows.seqs {
+            put(&s.to_le_bytes())?;
+        }
+        for d in &self.rows.dvs {
+            put(&d.to_le_bytes())?;
+        }
+        for x in &self.rows.data {
+            put(&x.to_le_bytes())?;
+        }
+        for node in &self.links {
+            put(&(node.len() as u32).to_le_bytes())?;
+            for layer in node {
+                put(&(layer.len() as u32).to_le_bytes())?;
+                for n in layer {
+                    put(&n.to_le_bytes())?;
+                }
+            }
+        }
+        let f = w.into_inner().map_err(|e| io(e.into_error()))?;
+        f.sync_all().map_err(io)?;
+        std::fs::rename(&tmp, path).map_err(io)?;
+        Ok(())
+    }
+
+    /// Reads an index written by [`HnswIndex::save`].
+    pub fn load(path: &Path) -> Result<HnswIndex> {
+        let p = path.display().to_string();
+        let f = std::fs::File::open(path).map_err(|source| Error::Io {
+            path: p.clone(),
+            source,
+        })?;
+        let mut r = BufReader::with_capacity(1 << 20, f);
+        let corrupt = |reason: &str| Error::Corrupt {
+            path: p.clone(),
+            reason: reason.to_string(),
+        };
+        let mut magic = [0u8; 8];
+        r.read_exact(&mut magic).map_err(|_| corrupt("truncated header"))?;
+        if &magic != MAGIC {
+            return Err(corrupt("not a Dossier HNSW file (or an unknown format version)"));
+        }
+        let u64s = |r: &mut BufReader<std::fs::File>| -> Result<u64> {
+            let mut b = [0u8; 8];
+            r.read_exact(&mut b).map_err(|_| corrupt("truncated"))?;
+            Ok(u64::from_le_bytes(b))
+        };
+        let dim = u64s(&mut r)? as usize;
+        let n = u64s(&mut r)? as usize;
+        let m = u64s(&mut r)? as usize;
+        let ef_construction = u64s(&mut r)? as usize;
+        let ef_search = u64s(&mut r)? as usize;
+        let mut b4 = [0u8; 4];
+        r.read_exact(&mut b4).map_err(|_| corrupt("truncated"))?;
+        let exact_below = f32::from_le_bytes(b4);
+        let entry = u64s(&mut r)?;
+        let mut read_vec = |bytes: usize| -> Result<Vec<u8>> {
+            let mut v = vec![0u8; bytes];
+            r.read_exact(&mut v).map_err(|_| corrupt("truncated body"))?;
+            Ok(v)
+        };
+        let seqs = read_vec(n * 8)?
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .collect();
+        let dvs = read_vec(n * 4)?
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+            .collect();
+        let data = read_vec(n * dim * 4)?
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
+            .collect();
+        let mut links = Vec::with_capacity(n);
+        for _ in 0..n {
+            let layers = u32::from_le_bytes(read_vec(4)?.try_into().expect("4 bytes")) as usize;
+            let mut node = Vec::with_capacity(layers);
+            for _ in 0..layers {
+                let len = u32::from_le_bytes(read_vec(4)?.try_into().expect("4 bytes")) as usize;
+                let list: Vec<u32> = read_vec(len * 4)?
+                    .chunks_exact(4)
+                    .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+                    .collect();
+                if list.iter().any(|&x| x as usize >= n) {
+                    return Err(corrupt("link out of range"));
+                }
+                node.push(list);
+            }
+            links.push(node);
+        }
+        let params = HnswParams {
+            m,
+            ef_construction,
+            ef_search,
+            exact_below,
+            seed: HnswParams::default().seed ^ n as u64,
+        };
+        Ok(HnswIndex {
+            params,
+            rows: Rows {
+                dim,
+                seqs,
+                dvs,
+                data,
+            },
+            links,
+            entry: (entry != u64::MAX).then_some(entry as u32),
+            rng: rand::rngs::StdRng::seed_from_u64(params.seed),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn random_unit(rng: &mut rand::rngs::StdRng, dim: usize) -> Vec<f32> {
+        let v: Vec<f32> = (0..dim).map(|_| rng.gen_range(-1.0..1.0)).collect();
+        let n = dot(&v, &v).sqrt();
+        v.into_iter().map(|x| x / n).collect()
+    }
+
+    fn build(n: usize, dim: usize, groups: u32) -> (HnswIndex, rand::rngs::StdRng) {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(42);
+        let mut idx = HnswIndex::new(dim, HnswParams::default());
+        for i in 0..n {
+            let v = random_unit(&mut rng, dim);
+            idx.add(i as u64 * 10, i as u32 % groups, &v).unwrap();
+        }
+        (idx, rng)
+    }
+
+    fn recall(idx: &HnswIndex, rng: &mut rand::rngs::StdRng, admit: &Admit, k: usize) -> f32 {
+        let (mut hit, mut total) = (0, 0);
+        for _ in 0..40 {
+            let q = random_unit(rng, idx.dim());
+            let truth: std::collections::HashSet<u64> =
+                idx.search_exact(&q, k, admit).iter().map(|s| s.seq).collect();
+            let got = idx.search(&q, k, admit);
+            for g in &got {
+                assert!(admit.contains(idx.rows.dvs[idx.rows.seqs.iter().position(|&s| s == g.seq).unwrap()]));
+            }
+            hit += got.iter().filter(|s| truth.contains(&s.seq)).count();
+            total += truth.len();
+        }
+        hit as f32 / total as f32
+    }
+
+    #[test]
+    fn hnsw_matches_the_exact_oracle_with_and_without_filters() {
+        let (idx, mut rng) = build(4000, 32, 10);
+        let all = Admit::from_ordinals(0..10);
+        assert!(recall(&idx, &mut rng, &all, 10) > 0.9);
+        let half = Admit::from_ordinals([0, 2, 4, 6, 8]);
+        assert!(recall(&idx, &mut rng, &half, 10) > 0.9);
+        // Selective: one group in ten, and then one in a hundred via the exact path.
+        let tenth = Admit::from_ordinals([3]);
+        assert!(recall(&idx, &mut rng, &tenth, 10) > 0.9);
+        let (idx2, mut rng2) = build(3000, 16, 100);
+        assert!((recall(&idx2, &mut rng2, &Admit::from_ordinals([7]), 5) - 1.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn save_and_load_round_trip() {
+        let (idx, mut rng) = build(2500, 8, 3);
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("v.hnsw");
+        idx.save(&p).unwrap();
+        let back = HnswIndex::load(&p).unwrap();
+        let q = random_unit(&mut rng, 8);
+        let admit = Admit::from_ordinals(0..3);
+        assert_eq!(idx.search(&q, 5, &admit), back.search(&q, 5, &admit));
+        std::fs::write(&p, b"garbage").unwrap();
+        assert!(matches!(HnswIndex::load(&p), Err(Error::Corrupt { .. })));
+    }
+
+    #[test]
+    fn flat_index_filters_before_cut() {
+        let mut f = FlatIndex::new(2);
+        f.add(1, 0, &[1.0, 0.0]).unwrap();
+        f.add(2, 1, &[0.9, 0.1]).unwrap();
+        let hits = f.search(&[1.0, 0.0], 1, &Admit::from_ordinals([1]));
+        assert_eq!(hits[0].seq, 2);
+        assert!(f.add(3, 0, &[1.0]).is_err());
+    }
+}

@@ -1,0 +1,401 @@
+//! Dossier's readers: source files in, typed items out.
+//!
+//! This crate owns the accepted input formats — Markdown with YAML front matter, plain
+//! text, HTML, corpus JSONL, record tables (`TABLE.jsonl` + `TABLE.schema.yaml`) and
+//! `principals.yaml` — and the section-aware chunker ([`chunk_text`]) whose spans point
+//! back into each document body. A bad file or line becomes a [`Problem`]; everything
+//! else in the batch still lands.
+//!
+//! **Architecture invariant:** this crate only reads. It does no storage, no indexing
+//! and no embedding, and it never decides which version is in force (that is
+//! `dossier_core::validity`).
+
+mod chunk;
+mod corpus;
+mod doc;
+mod records;
+
+use std::fmt;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use dossier_core::{Chunk, DocumentVersion, Principal, RecordRow, RecordSchema};
+
+pub use chunk::{chunk_text, Span};
+pub use corpus::parse_corpus_jsonl;
+
+/// Part of every digest: bump it when chunking changes so that unchanged files re-chunk.
+pub const CHUNKER_VERSION: u32 = 1;
+
+/// What can go wrong reading one file or line.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot read: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("oversized: {size} bytes, limit {limit}")]
+    Oversized { size: u64, limit: u64 },
+    #[error("invalid UTF-8")]
+    Utf8 { line: usize },
+    #[error("invalid YAML: {msg}")]
+    Yaml { line: Option<usize>, msg: String },
+    #[error("invalid JSON: {msg}")]
+    Json { line: Option<usize>, msg: String },
+    #[error("{msg}")]
+    Invalid { line: Option<usize>, msg: String },
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    pub(crate) fn invalid(line: Option<usize>, msg: impl Into<String>) -> Error {
+        Error::Invalid {
+            line,
+            msg: msg.into(),
+        }
+    }
+
+    /// The 1-based line in the file the error points at, where known.
+    pub fn line(&self) -> Option<usize> {
+        match self {
+            Error::Utf8 { line } => Some(*line),
+            Error::Yaml { line, .. } | Error::Json { line, .. } | Error::Invalid { line, .. } => {
+                *line
+            }
+            Error::Io(_) | Error::Oversized { .. } => None,
+        }
+    }
+}
+
+/// How files are read and chunked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IngestOptions {
+    /// Upper bound of a chunk, in characters.
+    pub max_chunk_chars: usize,
+    /// Files above this are refused; for corpus JSONL it bounds each line instead, since
+    /// those are streamed.
+    pub max_file_bytes: u64,
+    /// Tenant of documents that name none.
+    pub default_tenant: String,
+}
+
+impl Default for IngestOptions {
+    fn default() -> Self {
+        IngestOptions {
+            max_chunk_chars: 1000,
+            max_file_bytes: 16 << 20,
+            default_tenant: "default".into(),
+        }
+    }
+}
+
+/// One document version and its chunks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParsedDocument {
+    pub meta: DocumentVersion,
+    pub chunks: Vec<Chunk>,
+}
+
+/// One record table: its schema and the rows that were read whole.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordTable {
+    pub schema: RecordSchema,
+    pub rows: Vec<RecordRow>,
+    /// The `TABLE.jsonl` file.
+    pub path: PathBuf,
+}
+
+/// What a file yields.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Item {
+    Document(ParsedDocument),
+    Records(RecordTable),
+    Principals {
+        path: PathBuf,
+        principals: Vec<Principal>,
+    },
+}
+
+/// A file or line that could not be taken in, with where and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub path: PathBuf,
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+impl Problem {
+    pub(crate) fn new(path: &Path, line: Option<usize>, message: impl Into<String>) -> Problem {
+        Problem {
+            path: path.to_path_buf(),
+            line,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn from_error(path: &Path, e: &Error) -> Problem {
+        Problem::new(path, e.line(), e.to_string())
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(l) => write!(f, "{}:{}: {}", self.path.display(), l, self.message),
+            None => write!(f, "{}: {}", self.path.display(), self.message),
+        }
+    }
+}
+
+/// The outcome of [`parse_paths`].
+#[derive(Debug, Clone, Default)]
+pub struct Parsed {
+    pub items: Vec<Item>,
+    pub problems: Vec<Problem>,
+    pub files_seen: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Markdown,
+    Text,
+    Html,
+    Jsonl,
+    Principals,
+}
+
+fn kind_of(path: &Path) -> Option<Kind> {
+    let name = path.file_name()?.to_str()?.to_ascii_lowercase();
+    if name == "principals.yaml" || name == "principals.yml" {
+        return Some(Kind::Principals);
+    }
+    let ext = name.rsplit_once('.')?.1;
+    Some(match ext {
+        "md" | "markdown" => Kind::Markdown,
+        "txt" => Kind::Text,
+        "html" | "htm" => Kind::Html,
+        "jsonl" => Kind::Jsonl,
+        _ => return None,
+    })
+}
+
+/// Lists the files to read under `paths`: directories are walked recursively (hidden
+/// entries and symlinked directories skipped), files of unknown kinds found there are
+/// ignored, and the result is sorted and without duplicates. A path that does not exist,
+/// or a file named explicitly whose kind is unknown, is a [`Problem`].
+pub fn discover(paths: &[PathBuf]) -> (Vec<PathBuf>, Vec<Problem>) {
+    let mut files = Vec::new();
+    let mut problems = Vec::new();
+    for p in paths {
+        match fs::metadata(p) {
+            Err(e) => problems.push(Problem::new(p, None, format!("cannot read: {e}"))),
+            Ok(m) if m.is_dir() => walk(p, &mut files, &mut problems),
+            Ok(_) if kind_of(p).is_some() => files.push(p.clone()),
+            Ok(_) => problems.push(Problem::new(p, None, "unsupported file kind")),
+        }
+    }
+    files.sort();
+    files.dedup();
+    (files, problems)
+}
+
+fn walk(dir: &Path, files: &mut Vec<PathBuf>, problems: &mut Vec<Problem>) {
+    let entries = match fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) => return problems.push(Problem::new(dir, None, format!("cannot read: {e}"))),
+    };
+    for entry in entries {
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) => {
+                problems.push(Problem::new(dir, None, format!("cannot read: {e}")));
+                continue;
+            }
+        };
+        let path = entry.path();
+        if entry.file_name().to_string_lossy().starts_with('.') {
+            continue;
+        }
+        // Symlinked files are followed; symlinked directories are not, so a loop cannot
+        // make the walk endless.
+        let Ok(ft) = entry.file_type() else { continue };
+        if ft.is_dir() {
+            walk(&path, files, problems);
+        } else if (ft.is_file() || (ft.is_symlink() && path.is_file())) && kind_of(&path).is_some()
+        {
+            files.push(path);
+        }
+    }
+}
+
+/// Discovers and parses everything under `paths`.
+pub fn parse_paths(paths: &[PathBuf], opts: &IngestOptions) -> Parsed {
+    let (files, mut problems) = discover(paths);
+    let mut items = Vec::new();
+    for f in &files {
+        let (i, p) = parse_file(f, opts);
+        items.extend(i);
+        problems.extend(p);
+    }
+    Parsed {
+        items,
+        problems,
+        files_seen: files.len(),
+    }
+}
+
+/// Parses one file by its kind. A corpus JSONL yields one document per good line.
+pub fn parse_file(path: &Path, opts: &IngestOptions) -> (Vec<Item>, Vec<Problem>) {
+    let one = |r: Result<Item>| match r {
+        Ok(item) => (vec![item], vec![]),
+        Err(e) => (vec![], vec![Problem::from_error(path, &e)]),
+    };
+    match kind_of(path) {
+        None => (
+            vec![],
+            vec![Problem::new(path, None, "unsupported file kind")],
+        ),
+        Some(Kind::Jsonl) => match records::schema_path(path) {
+            Some(schema) => {
+                let (table, problems) = records::parse_table(path, &schema, opts);
+                (table.map(Item::Records).into_iter().collect(), problems)
+            }
+            None => {
+                let mut docs = Vec::new();
+                let problems = parse_corpus_jsonl(path, opts, |d| docs.push(Item::Document(d)));
+                (docs, problems)
+            }
+        },
+        Some(Kind::Principals) => {
+            one(read_text(path, opts).and_then(|t| records::parse_principals(path, &t)))
+        }
+        Some(k) => one(read_bytes(path, opts).and_then(|b| {
+            let text = utf8(&b)?;
+            let d = match k {
+                Kind::Markdown => doc::parse_markdown(path, text, &b, opts),
+                Kind::Html => doc::parse_html(path, text, &b, opts),
+                _ => doc::parse_text(path, text, &b, opts),
+            }?;
+            Ok(Item::Document(d))
+        })),
+    }
+}
+
+/// Parses YAML that starts on line `first_line` of its file. The text is parsed behind
+/// as many blank lines, so that the lines the error and its message name are the file's.
+pub(crate) fn from_yaml<T: serde::de::DeserializeOwned>(src: &str, first_line: usize) -> Result<T> {
+    let padded;
+    let src = if first_line > 1 {
+        padded = "\n".repeat(first_line - 1) + src;
+        &padded
+    } else {
+        src
+    };
+    serde_yaml::from_str(src).map_err(|e| Error::Yaml {
+        line: e.location().map(|l| l.line()),
+        msg: e.to_string(),
+    })
+}
+
+/// A JSON error on one line; the line number is the caller's, the column is kept.
+pub(crate) fn json_error(e: serde_json::Error) -> Error {
+    let s = e.to_string();
+    let msg = s.rsplit_once(" at line ").map_or(s.as_str(), |(m, _)| m);
+    Error::Json {
+        line: None,
+        msg: format!("{msg} (column {})", e.column()),
+    }
+}
+
+/// Calls `f` with each line (1-based number, text without the line break) of a file,
+/// streaming, so that a corpus larger than memory can be read. A line over `max_line`
+/// bytes or with invalid UTF-8 is passed as an error and the reading goes on.
+pub(crate) fn each_line(
+    path: &Path,
+    max_line: u64,
+    mut f: impl FnMut(usize, Result<&str>),
+) -> Result<()> {
+    use std::io::{BufRead, Read};
+    let mut r = std::io::BufReader::new(fs::File::open(path)?);
+    let mut buf = Vec::new();
+    for n in 1.. {
+        buf.clear();
+        if (&mut r).take(max_line + 1).read_until(b'\n', &mut buf)? == 0 {
+            break;
+        }
+        if !buf.ends_with(b"\n") && buf.len() as u64 > max_line {
+            let rest = r.skip_until(b'\n')? as u64;
+            let size = buf.len() as u64 + rest.saturating_sub(1);
+            f(
+                n,
+                Err(Error::Oversized {
+                    size,
+                    limit: max_line,
+                }),
+            );
+            continue;
+        }
+        let line = buf.strip_suffix(b"\n").unwrap_or(&buf);
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        f(n, utf8(line).map_err(|_| Error::Utf8 { line: n }));
+    }
+    Ok(())
+}
+
+pub(crate) fn read_bytes(path: &Path, opts: &IngestOptions) -> Result<Vec<u8>> {
+    let size = fs::metadata(path)?.len();
+    if size > opts.max_file_bytes {
+        return Err(Error::Oversized {
+            size,
+            limit: opts.max_file_bytes,
+        });
+    }
+    Ok(fs::read(path)?)
+}
+
+pub(crate) fn read_text(path: &Path, opts: &IngestOptions) -> Result<String> {
+    Ok(utf8(&read_bytes(path, opts)?)?.to_string())
+}
+
+/// Checks UTF-8 and drops a byte-order mark, which editors on some systems add.
+pub(crate) fn utf8(b: &[u8]) -> Result<&str> {
+    match std::str::from_utf8(b) {
+        Ok(s) => Ok(s.strip_prefix('\u{feff}').unwrap_or(s)),
+        Err(e) => Err(Error::Utf8 {
+            line: 1 + b[..e.valid_up_to()].iter().filter(|&&c| c == b'\n').count(),
+        }),
+    }
+}
+
+/// blake3 of what the chunks are a function of: chunker, chunk bound and source bytes.
+pub(crate) fn digest(source: &[u8], opts: &IngestOptions) -> String {
+    let mut h = blake3::Hasher::new();
+    h.update(&CHUNKER_VERSION.to_le_bytes());
+    h.update(&(opts.max_chunk_chars as u64).to_le_bytes());
+    h.update(source);
+    h.finalize().to_hex().to_string()
+}
+
+/// Chunks `body` and fills every chunk field from the document.
+pub(crate) fn document(meta: DocumentVersion, body: &str, opts: &IngestOptions) -> ParsedDocument {
+    let chunks = chunk_text(body, opts.max_chunk_chars)
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| Chunk {
+            chunk_id: Chunk::make_id(&meta.doc_id, &meta.version, i as u32),
+            doc_id: meta.doc_id.clone(),
+            version: meta.version.clone(),
+            ordinal: i as u32,
+            text: body[s.start..s.end].to_string(),
+            section: s.section,
+            byte_start: s.start,
+            byte_end: s.end,
+            source_uri: meta.source_uri.clone(),
+            tenant: meta.tenant.clone(),
+            kb: meta.kb.clone(),
+            acl: meta.acl.clone(),
+            title: meta.title.clone(),
+        })
+        .collect();
+    ParsedDocument { meta, chunks }
+}

@@ -1,0 +1,253 @@
+//! Record tables (`TABLE.jsonl` beside `TABLE.schema.yaml`) and `principals.yaml`.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use chrono::NaiveDate;
+use dossier_core::{Principal, RecordRow, RecordSchema};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::{
+    each_line, from_yaml, json_error, read_text, Error, IngestOptions, Item, Problem, RecordTable,
+    Result,
+};
+
+/// Field types a schema may declare under `fields:`.
+const FIELD_TYPES: &[&str] = &[
+    "string",
+    "text",
+    "integer",
+    "int",
+    "number",
+    "float",
+    "boolean",
+    "bool",
+    "date",
+    "datetime",
+    "timestamp",
+    "json",
+    "object",
+    "array",
+    "list",
+];
+
+/// The schema beside a `TABLE.jsonl`, if there is one (which makes it a table, not a
+/// corpus).
+pub(crate) fn schema_path(jsonl: &Path) -> Option<PathBuf> {
+    let name = jsonl.file_name()?.to_str()?;
+    let stem = &name[..name.len().checked_sub(".jsonl".len())?];
+    ["schema.yaml", "schema.yml"]
+        .iter()
+        .map(|ext| jsonl.with_file_name(format!("{stem}.{ext}")))
+        .find(|p| p.is_file())
+}
+
+/// 1-based number of the first line at or after line `from` (0-based) whose text,
+/// less indentation and a list dash, starts with `prefix`.
+fn find_line(src: &str, from: usize, prefix: &str) -> Option<usize> {
+    src.lines()
+        .enumerate()
+        .skip(from)
+        .find(|(_, l)| {
+            let t = l.trim_start();
+            t.strip_prefix("- ")
+                .unwrap_or(t)
+                .trim_start()
+                .starts_with(prefix)
+        })
+        .map(|(i, _)| i + 1)
+}
+
+pub(crate) fn parse_schema(src: &str) -> Result<RecordSchema> {
+    let schema: RecordSchema = from_yaml(src, 1)?;
+    for (name, value) in [
+        ("table", &schema.table),
+        ("tenant", &schema.tenant),
+        ("key", &schema.key),
+    ] {
+        if value.trim().is_empty() {
+            let line = find_line(src, 0, &format!("{name}:"));
+            return Err(Error::invalid(line, format!("`{name}` is empty")));
+        }
+    }
+    for l in &schema.links {
+        let targets = [l.table.is_some(), l.document, l.entity.is_some()];
+        if targets.iter().filter(|&&t| t).count() != 1 {
+            return Err(Error::invalid(
+                find_line(src, 0, &format!("field: {}", l.field)),
+                format!(
+                    "link of `{}` must name exactly one of `table`, `document`, `entity`",
+                    l.field
+                ),
+            ));
+        }
+    }
+    // `fields:` is optional and not kept in the schema; it is checked so that a typo
+    // in a type is caught at ingest rather than ignored.
+    let doc: serde_yaml::Value = from_yaml(src, 1)?;
+    if let Some(fields) = doc.get("fields") {
+        let start = find_line(src, 0, "fields:").unwrap_or(1);
+        let Some(map) = fields.as_mapping() else {
+            return Err(Error::invalid(
+                Some(start),
+                "`fields` must map field names to types",
+            ));
+        };
+        for (name, ty) in map {
+            let name = name.as_str().unwrap_or_default();
+            let ty_name = ty.as_str().or_else(|| ty.get("type")?.as_str());
+            if !ty_name.is_some_and(|t| FIELD_TYPES.contains(&t)) {
+                return Err(Error::invalid(
+                    find_line(src, start, &format!("{name}:")),
+                    format!(
+                        "unknown type {} for field `{name}` (known: {})",
+                        ty_name.map_or_else(|| format!("{ty:?}"), |t| format!("`{t}`")),
+                        FIELD_TYPES.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(schema)
+}
+
+/// Reads a table. A bad schema rejects the table; a bad row is a problem and is left
+/// out, and the other rows land.
+pub(crate) fn parse_table(
+    path: &Path,
+    schema_path: &Path,
+    opts: &IngestOptions,
+) -> (Option<RecordTable>, Vec<Problem>) {
+    let schema = match read_text(schema_path, opts).and_then(|s| parse_schema(&s)) {
+        Ok(s) => s,
+        Err(e) => return (None, vec![Problem::from_error(schema_path, &e)]),
+    };
+    let mut problems = Vec::new();
+    let mut rows = Vec::new();
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let read = std::fs::metadata(path)
+        .map_err(Error::from)
+        .and_then(|m| match m.len() > opts.max_file_bytes {
+            true => Err(Error::Oversized {
+                size: m.len(),
+                limit: opts.max_file_bytes,
+            }),
+            false => Ok(()),
+        })
+        .and_then(|()| {
+            each_line(path, opts.max_file_bytes, |n, line| {
+                let row = line.and_then(|l| match l.trim().is_empty() {
+                    true => Ok(None),
+                    false => row(&schema, l).map(Some),
+                });
+                let problem = match row {
+                    Ok(None) => return,
+                    Ok(Some(r)) => match seen.get(&r.key) {
+                        Some(first) => format!("duplicate key {:?} (first on line {first})", r.key),
+                        None => {
+                            seen.insert(r.key.clone(), n);
+                            return rows.push(r);
+                        }
+                    },
+                    Err(e) => e.to_string(),
+                };
+                problems.push(Problem::new(path, Some(n), problem));
+            })
+        });
+    if let Err(e) = read {
+        return (None, vec![Problem::from_error(path, &e)]);
+    }
+    let table = RecordTable {
+        schema,
+        rows,
+        path: path.to_path_buf(),
+    };
+    (Some(table), problems)
+}
+
+fn row(schema: &RecordSchema, line: &str) -> Result<RecordRow> {
+    let Value::Object(fields) = serde_json::from_str(line).map_err(json_error)? else {
+        return Err(Error::invalid(None, "a row must be a JSON object"));
+    };
+    let key = match fields.get(&schema.key) {
+        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => {
+            return Err(Error::invalid(
+                None,
+                format!(
+                    "row has no key: `{}` must be a non-empty string or a number",
+                    schema.key
+                ),
+            ))
+        }
+    };
+    for f in &schema.date_fields {
+        match fields.get(f) {
+            None | Some(Value::Null) => {}
+            Some(Value::String(s)) if is_date(s) => {}
+            Some(v) => {
+                return Err(Error::invalid(
+                    None,
+                    format!("date field `{f}` must be YYYY-MM-DD, not {v}"),
+                ))
+            }
+        }
+    }
+    Ok(RecordRow {
+        table: schema.table.clone(),
+        key,
+        fields,
+    })
+}
+
+/// A date, or a date-time whose date part is one.
+fn is_date(s: &str) -> bool {
+    let (d, rest) = s.split_at_checked(10).unwrap_or((s, ""));
+    NaiveDate::parse_from_str(d, "%Y-%m-%d").is_ok()
+        && (rest.is_empty() || rest.starts_with(['T', ' ']))
+}
+
+#[derive(Deserialize)]
+struct PrincipalsFile {
+    principals: Vec<Principal>,
+}
+
+/// Reads `principals.yaml`. Identity decides access, so a file with an ambiguous or
+/// incomplete principal is rejected whole rather than loaded in part.
+pub(crate) fn parse_principals(path: &Path, src: &str) -> Result<Item> {
+    let file: PrincipalsFile = from_yaml(src, 1)?;
+    let id_lines: Vec<usize> = src
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| {
+            let t = l.trim_start();
+            t.strip_prefix("- ")
+                .unwrap_or(t)
+                .trim_start()
+                .starts_with("id:")
+        })
+        .map(|(i, _)| i + 1)
+        .collect();
+    let line_of = |i: usize| (id_lines.len() == file.principals.len()).then(|| id_lines[i]);
+    let mut seen = HashSet::new();
+    for (i, p) in file.principals.iter().enumerate() {
+        if p.id.trim().is_empty() || p.tenant.trim().is_empty() {
+            return Err(Error::invalid(
+                line_of(i),
+                "a principal needs an `id` and a `tenant`",
+            ));
+        }
+        if !seen.insert(p.id.as_str()) {
+            return Err(Error::invalid(
+                line_of(i),
+                format!("duplicate principal id {:?}", p.id),
+            ));
+        }
+    }
+    Ok(Item::Principals {
+        path: path.to_path_buf(),
+        principals: file.principals,
+    })
+}

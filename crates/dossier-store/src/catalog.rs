@@ -1,0 +1,396 @@
+//! The catalog: the source of truth, in one redb file.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use dossier_core::{Chunk, DocumentVersion, Principal, RecordRow, RecordSchema};
+use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// `tenant␟doc_id␟version` → [`DocEntry`] (JSON).
+const DOCS: TableDefinition<&str, &[u8]> = TableDefinition::new("docs");
+/// chunk sequence number → [`StoredChunk`] (JSON).
+const CHUNKS: TableDefinition<u64, &[u8]> = TableDefinition::new("chunks");
+/// chunk sequence number → little-endian f32 vector.
+const VECTORS: TableDefinition<u64, &[u8]> = TableDefinition::new("vectors");
+/// `tenant␟table` → [`RecordSchema`] (JSON).
+const SCHEMAS: TableDefinition<&str, &[u8]> = TableDefinition::new("record_schemas");
+/// `tenant␟table␟key` → [`RecordRow`] (JSON).
+const RECORDS: TableDefinition<&str, &[u8]> = TableDefinition::new("records");
+/// principal id → [`Principal`] (JSON).
+const PRINCIPALS: TableDefinition<&str, &[u8]> = TableDefinition::new("principals");
+/// counters: `generation`, `next_seq`, `next_dv`.
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+/// generation → [`ChangeSet`] (JSON): what each commit added and removed.
+const CHANGES: TableDefinition<u64, &[u8]> = TableDefinition::new("changes");
+
+const SEP: char = '\u{1f}';
+
+fn key(parts: &[&str]) -> String {
+    parts.join(&SEP.to_string())
+}
+
+/// A stored document version: its metadata, its document-version ordinal (`dv`, the
+/// id the indexes filter on; fresh for every stored content) and its chunks.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DocEntry {
+    pub meta: DocumentVersion,
+    pub dv: u32,
+    pub seqs: Vec<u64>,
+}
+
+/// A chunk as stored, with the sequence number the indexes know it by.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StoredChunk {
+    pub seq: u64,
+    pub dv: u32,
+    pub chunk: Chunk,
+}
+
+/// What one commit changed, in index terms.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ChangeSet {
+    pub generation: u64,
+    pub added: Vec<u64>,
+    pub removed: Vec<u64>,
+}
+
+/// A document version to store, with one vector per chunk.
+#[derive(Debug, Clone)]
+pub struct NewDocument {
+    pub meta: DocumentVersion,
+    pub chunks: Vec<Chunk>,
+    pub vectors: Vec<Vec<f32>>,
+}
+
+/// Everything one commit writes.
+#[derive(Debug, Clone, Default)]
+pub struct CommitBatch {
+    pub documents: Vec<NewDocument>,
+    /// Whole tables: a table in the batch replaces its stored rows.
+    pub tables: Vec<(RecordSchema, Vec<RecordRow>)>,
+    pub principals: Vec<Principal>,
+    /// `(tenant, doc_id, version)`; `None` version removes every version.
+    pub deletes: Vec<(String, String, Option<String>)>,
+}
+
+impl CommitBatch {
+    pub fn is_empty(&self) -> bool {
+        self.documents.is_empty()
+            && self.tables.is_empty()
+            && self.principals.is_empty()
+            && self.deletes.is_empty()
+    }
+}
+
+/// The catalog database.
+pub struct Catalog {
+    db: Database,
+}
+
+fn vec_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn bytes_vec(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
+        .collect()
+}
+
+impl Catalog {
+    pub fn open(path: &Path) -> Result<Catalog> {
+        let db = Database::create(path)?;
+        let tx = db.begin_write()?;
+        {
+            tx.open_table(DOCS)?;
+            tx.open_table(CHUNKS)?;
+            tx.open_table(VECTORS)?;
+            tx.open_table(SCHEMAS)?;
+            tx.open_table(RECORDS)?;
+            tx.open_table(PRINCIPALS)?;
+            tx.open_table(META)?;
+            tx.open_table(CHANGES)?;
+        }
+        tx.commit()?;
+        Ok(Catalog { db })
+    }
+
+    /// The generation of the last commit (0 for a new catalog).
+    pub fn generation(&self) -> Result<u64> {
+        let rx = self.db.begin_read()?;
+        let t = rx.open_table(META)?;
+        Ok(t.get("generation")?.map_or(0, |g| g.value()))
+    }
+
+    /// Every stored document version.
+    pub fn documents(&self) -> Result<Vec<DocEntry>> {
+        let rx = self.db.begin_read()?;
+        let t = rx.open_table(DOCS)?;
+        let mut out = Vec::with_capacity(t.len()? as usize);
+        for row in t.iter()? {
+            let (_, v) = row?;
+            out.push(serde_json::from_slice(v.value())?);
+        }
+        Ok(out)
+    }
+
+    /// Chunks by sequence number, in the order asked; missing ones are left out.
+    pub fn chunks(&self, seqs: &[u64]) -> Result<Vec<StoredChunk>> {
+        let rx = self.db.begin_read()?;
+        let t = rx.open_table(CHUNKS)?;
+        let mut out = Vec::with_capacity(seqs.len());
+        for &s in seqs {
+            if let Some(v) = t.get(s)? {
+                out.push(serde_json::from_slice(v.value())?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Number of stored chunks.
+    pub fn chunk_count(&self) -> Result<u64> {
+        let rx = self.db.begin_read()?;
+        Ok(rx.open_table(CHUNKS)?.len()?)
+    }
+
+    /// Visits stored chunks (all, or those in `only`) with their vectors, in sequence
+    /// order, from one read snapshot.
+    pub fn for_each_chunk(
+        &self,
+        only: Option<&[u64]>,
+        mut f: impl FnMut(StoredChunk, Vec<f32>) -> Result<()>,
+    ) -> Result<u64> {
+        let rx = self.db.begin_read()?;
+        let (chunks, vectors) = (rx.open_table(CHUNKS)?, rx.open_table(VECTORS)?);
+        let generation = rx.open_table(META)?.get("generation")?.map_or(0, |g| g.value());
+        let mut visit = |seq: u64, raw: &[u8]| -> Result<()> {
+            let c: StoredChunk = serde_json::from_slice(raw)?;
+            let v = vectors
+                .get(seq)?
+                .map(|b| bytes_vec(b.value()))
+                .ok_or_else(|| Error::Catalog(format!("chunk {seq} has no vector")))?;
+            f(c, v)
+        };
+        match only {
+            Some(seqs) => {
+                for &s in seqs {
+                    if let Some(raw) = chunks.get(s)? {
+                        visit(s, raw.value())?;
+                    }
+                }
+            }
+            None => {
+                for row in chunks.iter()? {
+                    let (k, raw) = row?;
+                    visit(k.value(), raw.value())?;
+                }
+            }
+        }
+        Ok(generation)
+    }
+
+    /// The change sets after `generation`, or `None` when the log no longer covers it.
+    pub fn changes_since(&self, generation: u64) -> Result<Option<Vec<ChangeSet>>> {
+        let rx = self.db.begin_read()?;
+        let current = rx.open_table(META)?.get("generation")?.map_or(0, |g| g.value());
+        let t = rx.open_table(CHANGES)?;
+        let mut out = Vec::new();
+        for g in generation + 1..=current {
+            match t.get(g)? {
+                Some(v) => out.push(serde_json::from_slice(v.value())?),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(out))
+    }
+
+    pub fn principal(&self, id: &str) -> Result<Option<Principal>> {
+        let rx = self.db.begin_read()?;
+        let t = rx.open_table(PRINCIPALS)?;
+        Ok(match t.get(id)? {
+            Some(v) => Some(serde_json::from_slice(v.value())?),
+            None => None,
+        })
+    }
+
+    pub fn principals(&self) -> Result<Vec<Principal>> {
+        let rx = self.db.begin_read()?;
+        let t = rx.open_table(PRINCIPALS)?;
+        let mut out = Vec::new();
+        for row in t.iter()? {
+            out.push(serde_json::from_slice(row?.1.value())?);
+        }
+        Ok(out)
+    }
+
+    pub fn record_schema(&self, tenant: &str, table: &str) -> Result<Option<RecordSchema>> {
+        let rx = self.db.begin_read()?;
+        let t = rx.open_table(SCHEMAS)?;
+        Ok(match t.get(key(&[tenant, table]).as_str())? {
+            Some(v) => Some(serde_json::from_slice(v.value())?),
+            None => None,
+        })
+    }
+
+    pub fn record(&self, tenant: &str, table: &str, k: &str) -> Result<Option<RecordRow>> {
+        let rx = self.db.begin_read()?;
+        let t = rx.open_table(RECORDS)?;
+        Ok(match t.get(key(&[tenant, table, k]).as_str())? {
+            Some(v) => Some(serde_json::from_slice(v.value())?),
+            None => None,
+        })
+    }
+
+    /// Number of stored rows per `(tenant, table)`.
+    pub fn record_counts(&self) -> Result<HashMap<(String, String), usize>> {
+        let rx = self.db.begin_read()?;
+        let t = rx.open_table(RECORDS)?;
+        let mut out: HashMap<(String, String), usize> = HashMap::new();
+        for row in t.iter()? {
+            let (k, _) = row?;
+            let mut parts = k.value().split(SEP);
+            let (a, b) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+            *out.entry((a.to_string(), b.to_string())).or_default() += 1;
+        }
+        Ok(out)
+    }
+
+    /// Writes `batch` in one transaction and returns what changed. Documents whose
+    /// tenant, id, version and digest are already stored must be filtered out by the
+    /// caller; a stored version with another digest is replaced.
+    pub fn commit(&self, batch: CommitBatch) -> Result<ChangeSet> {
+        let tx = self.db.begin_write()?;
+        let mut change = ChangeSet::default();
+        {
+            let mut meta = tx.open_table(META)?;
+            let mut docs = tx.open_table(DOCS)?;
+            let mut chunks = tx.open_table(CHUNKS)?;
+            let mut vectors = tx.open_table(VECTORS)?;
+            let get = |m: &redb::Table<&str, u64>, k: &str| -> Result<u64> {
+                Ok(m.get(k)?.map_or(0, |v| v.value()))
+            };
+            let mut next_seq = get(&meta, "next_seq")?;
+            let mut next_dv = get(&meta, "next_dv")?;
+            let generation = get(&meta, "generation")? + 1;
+
+            let remove_doc = |docs: &mut redb::Table<&str, &[u8]>,
+                                  chunks: &mut redb::Table<u64, &[u8]>,
+                                  vectors: &mut redb::Table<u64, &[u8]>,
+                                  k: &str,
+                                  change: &mut ChangeSet|
+             -> Result<bool> {
+                let old: Option<DocEntry> = match docs.remove(k)? {
+                    Some(v) => Some(serde_json::from_slice(v.value())?),
+                    None => None,
+                };
+                let Some(old) = old else { return Ok(false) };
+                for s in old.seqs {
+                    chunks.remove(s)?;
+                    vectors.remove(s)?;
+                    change.removed.push(s);
+                }
+                Ok(true)
+            };
+
+            for (tenant, doc_id, version) in &batch.deletes {
+                let keys: Vec<String> = match version {
+                    Some(v) => vec![key(&[tenant, doc_id, v])],
+                    None => {
+                        let prefix = key(&[tenant, doc_id, ""]);
+                        let mut ks = Vec::new();
+                        for row in docs.range(prefix.as_str()..)? {
+                            let (k, _) = row?;
+                            if !k.value().starts_with(&prefix) {
+                                break;
+                            }
+                            ks.push(k.value().to_string());
+                        }
+                        ks
+                    }
+                };
+                let mut any = false;
+                for k in keys {
+                    any |= remove_doc(&mut docs, &mut chunks, &mut vectors, &k, &mut change)?;
+                }
+                if !any {
+                    return Err(Error::NotFound(format!(
+                        "no document {doc_id}{} in tenant {tenant}",
+                        version.as_ref().map(|v| format!("@{v}")).unwrap_or_default()
+                    )));
+                }
+            }
+
+            for doc in batch.documents {
+                if doc.chunks.len() != doc.vectors.len() {
+                    return Err(Error::Invalid(format!(
+                        "document {}@{}: {} chunks but {} vectors",
+                        doc.meta.doc_id,
+                        doc.meta.version,
+                        doc.chunks.len(),
+                        doc.vectors.len()
+                    )));
+                }
+                let k = key(&[&doc.meta.tenant, &doc.meta.doc_id, &doc.meta.version]);
+                remove_doc(&mut docs, &mut chunks, &mut vectors, &k, &mut change)?;
+                let dv = u32::try_from(next_dv)
+                    .map_err(|_| Error::Invalid("document-version ordinals exhausted".into()))?;
+                next_dv += 1;
+                let mut seqs = Vec::with_capacity(doc.chunks.len());
+                for (c, v) in doc.chunks.into_iter().zip(doc.vectors) {
+                    let seq = next_seq;
+                    next_seq += 1;
+                    let stored = StoredChunk { seq, dv, chunk: c };
+                    chunks.insert(seq, serde_json::to_vec(&stored)?.as_slice())?;
+                    vectors.insert(seq, vec_bytes(&v).as_slice())?;
+                    seqs.push(seq);
+                    change.added.push(seq);
+                }
+                let entry = DocEntry {
+                    meta: doc.meta,
+                    dv,
+                    seqs,
+                };
+                docs.insert(k.as_str(), serde_json::to_vec(&entry)?.as_slice())?;
+            }
+
+            let mut schemas = tx.open_table(SCHEMAS)?;
+            let mut records = tx.open_table(RECORDS)?;
+            for (schema, rows) in batch.tables {
+                let prefix = key(&[&schema.tenant, &schema.table, ""]);
+                let mut stale = Vec::new();
+                for row in records.range(prefix.as_str()..)? {
+                    let (k, _) = row?;
+                    if !k.value().starts_with(&prefix) {
+                        break;
+                    }
+                    stale.push(k.value().to_string());
+                }
+                for k in stale {
+                    records.remove(k.as_str())?;
+                }
+                for r in rows {
+                    let k = key(&[&schema.tenant, &schema.table, &r.key]);
+                    records.insert(k.as_str(), serde_json::to_vec(&r)?.as_slice())?;
+                }
+                let k = key(&[&schema.tenant, &schema.table]);
+                schemas.insert(k.as_str(), serde_json::to_vec(&schema)?.as_slice())?;
+            }
+            let mut principals = tx.open_table(PRINCIPALS)?;
+            for p in batch.principals {
+                principals.insert(p.id.as_str(), serde_json::to_vec(&p)?.as_slice())?;
+            }
+
+            change.generation = generation;
+            meta.insert("generation", generation)?;
+            meta.insert("next_seq", next_seq)?;
+            meta.insert("next_dv", next_dv)?;
+            let mut changes = tx.open_table(CHANGES)?;
+            changes.insert(generation, serde_json::to_vec(&change)?.as_slice())?;
+        }
+        tx.commit()?;
+        Ok(change)
+    }
+}

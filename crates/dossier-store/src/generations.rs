@@ -1,0 +1,240 @@
+//! Index generations: BM25 + HNSW built from the catalog, one of them active.
+//!
+//! Layout under `indexes/`: `ACTIVE.json` names the active generation and the ones
+//! before it (for rollback); each generation directory holds `bm25/`, `vectors.hnsw`
+//! and `gen.json`. A draft is built beside the active generation while it serves, then
+//! promoted by rewriting `ACTIVE.json` atomically.
+
+use std::path::{Path, PathBuf};
+
+use dossier_index::bm25::{Bm25Index, TextDoc};
+use dossier_index::vector::{HnswIndex, HnswParams};
+use parking_lot::RwLock;
+use serde::{Deserialize, Serialize};
+
+use crate::catalog::{Catalog, ChangeSet, StoredChunk};
+use crate::{io_err, Error, Result};
+
+/// `ACTIVE.json`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ActivePointer {
+    pub active: Option<String>,
+    /// Earlier active generations, most recent last.
+    pub previous: Vec<String>,
+}
+
+/// `gen.json` of one generation.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GenMeta {
+    /// Catalog generation the vector index reflects (BM25 keeps its own in tantivy).
+    pub vectors_generation: u64,
+    pub built_at: String,
+    pub dim: usize,
+}
+
+/// What `dossier index list` shows of a generation.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GenerationInfo {
+    pub name: String,
+    pub status: String,
+    pub catalog_generation: u64,
+    pub chunks: u64,
+    pub vectors: usize,
+    pub built_at: String,
+}
+
+/// An opened generation.
+pub struct Generation {
+    pub name: String,
+    pub dir: PathBuf,
+    pub bm25: Bm25Index,
+    pub vectors: RwLock<HnswIndex>,
+    meta: RwLock<GenMeta>,
+}
+
+/// The text BM25 sees for a chunk: its title and section path matter for retrieval.
+pub fn index_text(c: &StoredChunk) -> String {
+    let ch = &c.chunk;
+    let mut s = String::with_capacity(ch.title.len() + ch.text.len() + 16);
+    s.push_str(&ch.title);
+    s.push('\n');
+    // The innermost heading is already the first line of the chunk text.
+    if ch.section.len() > 1 {
+        s.push_str(&ch.section[..ch.section.len() - 1].join(" / "));
+        s.push('\n');
+    }
+    s.push_str(&ch.text);
+    s
+}
+
+fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, serde_json::to_vec_pretty(value)?).map_err(io_err(&tmp))?;
+    let f = std::fs::File::open(&tmp).map_err(io_err(&tmp))?;
+    f.sync_all().map_err(io_err(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(io_err(path))
+}
+
+pub fn read_pointer(indexes: &Path) -> Result<ActivePointer> {
+    let p = indexes.join("ACTIVE.json");
+    match std::fs::read(&p) {
+        Ok(b) => Ok(serde_json::from_slice(&b)?),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ActivePointer::default()),
+        Err(e) => Err(io_err(&p)(e)),
+    }
+}
+
+pub fn write_pointer(indexes: &Path, ptr: &ActivePointer) -> Result<()> {
+    write_json_atomic(&indexes.join("ACTIVE.json"), ptr)
+}
+
+impl Generation {
+    /// Opens (or creates empty) the generation in `dir`.
+    pub fn open(name: &str, dir: &Path, dim: usize) -> Result<Generation> {
+        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        let bm25 = Bm25Index::open(&dir.join("bm25"))?;
+        let meta_path = dir.join("gen.json");
+        let meta: GenMeta = match std::fs::read(&meta_path) {
+            Ok(b) => serde_json::from_slice(&b)?,
+            Err(_) => GenMeta {
+                vectors_generation: 0,
+                built_at: chrono::Utc::now().to_rfc3339(),
+                dim,
+            },
+        };
+        let hnsw_path = dir.join("vectors.hnsw");
+        let vectors = if meta.vectors_generation > 0 && hnsw_path.exists() {
+            HnswIndex::load(&hnsw_path)?
+        } else {
+            HnswIndex::new(dim, HnswParams::default())
+        };
+        Ok(Generation {
+            name: name.to_string(),
+            dir: dir.to_path_buf(),
+            bm25,
+            vectors: RwLock::new(vectors),
+            meta: RwLock::new(meta),
+        })
+    }
+
+    pub fn meta(&self) -> GenMeta {
+        self.meta.read().clone()
+    }
+
+    /// Catalog generation both indexes reflect.
+    pub fn generation(&self) -> Result<u64> {
+        Ok(self.bm25.generation()?.min(self.meta.read().vectors_generation))
+    }
+
+    /// Applies change sets (in order) to whichever index is behind.
+    pub fn apply(&self, catalog: &Catalog, changes: &[ChangeSet]) -> Result<()> {
+        let bm25_gen = self.bm25.generation()?;
+        let vec_gen = self.meta.read().vectors_generation;
+        let Some(last) = changes.last().map(|c| c.generation) else {
+            return Ok(());
+        };
+        let mut texts = Vec::new();
+        let mut vectors = self.vectors.write();
+        for ch in changes {
+            let (do_text, do_vec) = (ch.generation > bm25_gen, ch.generation > vec_gen);
+            if !do_text && !do_vec {
+                continue;
+            }
+            if do_text {
+                self.bm25.delete(&ch.removed)?;
+            }
+            catalog.for_each_chunk(Some(&ch.added), |c, v| {
+                if do_text {
+                    texts.push(TextDoc {
+                        seq: c.seq,
+                        dv: c.dv,
+                        text: index_text(&c),
+                    });
+                }
+                if do_vec {
+                    vectors.add(c.seq, c.dv, &v)?;
+                }
+                Ok(())
+            })?;
+            if !texts.is_empty() {
+                self.bm25.add(&texts)?;
+                texts.clear();
+            }
+        }
+        if last > bm25_gen {
+            self.bm25.commit(last)?;
+        }
+        if last > vec_gen {
+            vectors.save(&self.dir.join("vectors.hnsw"))?;
+            let mut meta = self.meta.write();
+            meta.vectors_generation = last;
+            write_json_atomic(&self.dir.join("gen.json"), &*meta)?;
+        }
+        Ok(())
+    }
+
+    /// Brings the generation up to the catalog: replays the change log, or reports
+    /// that it cannot (the log does not reach back far enough).
+    pub fn catch_up(&self, catalog: &Catalog) -> Result<bool> {
+        let from = self.generation()?;
+        match catalog.changes_since(from)? {
+            Some(changes) => {
+                self.apply(catalog, &changes)?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Fills an empty generation from a catalog snapshot (a full rebuild).
+    pub fn build_from(
+        &self,
+        catalog: &Catalog,
+        mut progress: impl FnMut(u64),
+    ) -> Result<()> {
+        if !self.bm25.is_empty() || !self.vectors.read().is_empty() {
+            return Err(Error::Invalid(format!(
+                "generation {} is not empty; build into a new one",
+                self.name
+            )));
+        }
+        let mut texts = Vec::with_capacity(4096);
+        let mut vectors = self.vectors.write();
+        let mut n = 0u64;
+        let generation = catalog.for_each_chunk(None, |c, v| {
+            texts.push(TextDoc {
+                seq: c.seq,
+                dv: c.dv,
+                text: index_text(&c),
+            });
+            vectors.add(c.seq, c.dv, &v)?;
+            if texts.len() == 4096 {
+                self.bm25.add(&texts)?;
+                texts.clear();
+            }
+            n += 1;
+            progress(n);
+            Ok(())
+        })?;
+        self.bm25.add(&texts)?;
+        self.bm25.commit(generation)?;
+        vectors.save(&self.dir.join("vectors.hnsw"))?;
+        let mut meta = self.meta.write();
+        meta.vectors_generation = generation;
+        meta.built_at = chrono::Utc::now().to_rfc3339();
+        write_json_atomic(&self.dir.join("gen.json"), &*meta)?;
+        Ok(())
+    }
+
+    pub fn info(&self, status: &str) -> Result<GenerationInfo> {
+        let meta = self.meta();
+        Ok(GenerationInfo {
+            name: self.name.clone(),
+            status: status.to_string(),
+            catalog_generation: self.generation()?,
+            chunks: self.bm25.len(),
+            vectors: self.vectors.read().len(),
+            built_at: meta.built_at,
+        })
+    }
+}

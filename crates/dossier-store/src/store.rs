@@ -1,0 +1,344 @@
+//! The store facade: manifest, catalog, active index generation and the in-memory
+//! view of document versions that scope filters are computed from.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use dossier_core::validity::{look_alikes, plan_validity, LookAlike, Validity};
+use dossier_core::{DocumentVersion, Scope};
+use dossier_index::Admit;
+use parking_lot::RwLock;
+use serde::{Deserialize, Serialize};
+
+use crate::catalog::{Catalog, ChangeSet, CommitBatch, DocEntry};
+use crate::generations::{read_pointer, write_pointer, Generation, GenerationInfo};
+use crate::{io_err, Error, Result};
+
+/// Version of the on-disk layout this build reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// `manifest.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Manifest {
+    pub format_version: u32,
+    /// How to build the embedder again (`e5`, `hash:64`, `openai:…`).
+    pub embedder_spec: String,
+    pub embedder_model: String,
+    pub dim: usize,
+    pub created_at: String,
+}
+
+/// Document versions with their validity, as of the last commit.
+pub struct DocsView {
+    pub entries: Vec<DocEntry>,
+    pub validity: Vec<Validity>,
+    by_key: HashMap<(String, String, String), usize>,
+    pub look_alikes: Vec<(String, LookAlike)>,
+}
+
+impl DocsView {
+    fn build(entries: Vec<DocEntry>) -> DocsView {
+        let mut by_tenant: HashMap<&str, Vec<DocumentVersion>> = HashMap::new();
+        for e in &entries {
+            by_tenant
+                .entry(e.meta.tenant.as_str())
+                .or_default()
+                .push(e.meta.clone());
+        }
+        let mut plans = HashMap::new();
+        let mut conflicts = Vec::new();
+        for (tenant, versions) in &by_tenant {
+            let plan = plan_validity(versions);
+            conflicts.extend(
+                look_alikes(versions, &plan)
+                    .into_iter()
+                    .map(|l| (tenant.to_string(), l)),
+            );
+            plans.insert(tenant.to_string(), plan);
+        }
+        let validity = entries
+            .iter()
+            .map(|e| plans[&e.meta.tenant][&e.meta.key()])
+            .collect();
+        let by_key = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                (
+                    (
+                        e.meta.tenant.clone(),
+                        e.meta.doc_id.clone(),
+                        e.meta.version.clone(),
+                    ),
+                    i,
+                )
+            })
+            .collect();
+        DocsView {
+            entries,
+            validity,
+            by_key,
+            look_alikes: conflicts,
+        }
+    }
+
+    /// Whether `scope` may see this entry: tenant, ACL, and in force on `scope.at`.
+    pub fn admits(&self, i: usize, scope: &Scope) -> bool {
+        scope.may_read(&self.entries[i].meta) && self.validity[i].in_force(scope.at)
+    }
+
+    /// The admission set of a scope.
+    pub fn admit(&self, scope: &Scope) -> Admit {
+        Admit::from_ordinals(
+            (0..self.entries.len())
+                .filter(|&i| self.admits(i, scope))
+                .map(|i| self.entries[i].dv),
+        )
+    }
+
+    pub fn find(&self, tenant: &str, doc_id: &str, version: &str) -> Option<usize> {
+        self.by_key
+            .get(&(tenant.to_string(), doc_id.to_string(), version.to_string()))
+            .copied()
+    }
+
+    /// Versions of `doc_id` in `tenant` that `scope` may see.
+    pub fn visible_versions<'a>(
+        &'a self,
+        doc_id: &'a str,
+        scope: &'a Scope,
+    ) -> impl Iterator<Item = usize> + 'a {
+        (0..self.entries.len()).filter(move |&i| {
+            self.entries[i].meta.doc_id == doc_id && self.admits(i, scope)
+        })
+    }
+}
+
+/// An opened store directory.
+pub struct Store {
+    dir: PathBuf,
+    manifest: Manifest,
+    catalog: Catalog,
+    active: RwLock<Arc<Generation>>,
+    view: RwLock<Arc<DocsView>>,
+}
+
+impl Store {
+    /// Reads the manifest of `dir`, if there is a store there.
+    pub fn read_manifest(dir: &Path) -> Result<Option<Manifest>> {
+        let p = dir.join("manifest.json");
+        match std::fs::read(&p) {
+            Ok(b) => Ok(Some(serde_json::from_slice(&b)?)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io_err(&p)(e)),
+        }
+    }
+
+    /// Opens the store in `dir`, creating it for this embedder if it does not exist.
+    /// An existing store must have been built with the same model.
+    pub fn open(dir: &Path, embedder_spec: &str, model: &str, dim: usize) -> Result<Store> {
+        std::fs::create_dir_all(dir.join("indexes")).map_err(io_err(dir))?;
+        let manifest = match Self::read_manifest(dir)? {
+            Some(m) => {
+                if m.format_version != FORMAT_VERSION {
+                    return Err(Error::Format {
+                        path: dir.display().to_string(),
+                        found: m.format_version,
+                        expected: FORMAT_VERSION,
+                    });
+                }
+                if m.embedder_model != model || m.dim != dim {
+                    return Err(Error::EmbedderMismatch {
+                        path: dir.display().to_string(),
+                        found: m.embedder_model,
+                        found_dim: m.dim,
+                        wanted: model.to_string(),
+                        wanted_dim: dim,
+                    });
+                }
+                m
+            }
+            None => {
+                let m = Manifest {
+                    format_version: FORMAT_VERSION,
+                    embedder_spec: embedder_spec.to_string(),
+                    embedder_model: model.to_string(),
+                    dim,
+                    created_at: chrono::Utc::now().to_rfc3339(),
+                };
+                let p = dir.join("manifest.json");
+                std::fs::write(&p, serde_json::to_vec_pretty(&m)?).map_err(io_err(&p))?;
+                m
+            }
+        };
+        let catalog = Catalog::open(&dir.join("catalog.redb"))?;
+        let indexes = dir.join("indexes");
+        let mut ptr = read_pointer(&indexes)?;
+        let active = match &ptr.active {
+            Some(name) => {
+                let g = Generation::open(name, &indexes.join(name), dim)?;
+                if g.catch_up(&catalog)? {
+                    g
+                } else {
+                    // The change log no longer reaches this generation: rebuild.
+                    let fresh = Self::new_generation(&indexes, dim)?;
+                    fresh.build_from(&catalog, |_| {})?;
+                    ptr.previous.push(name.clone());
+                    fresh
+                }
+            }
+            None => {
+                let g = Self::new_generation(&indexes, dim)?;
+                g.build_from(&catalog, |_| {})?;
+                g
+            }
+        };
+        ptr.active = Some(active.name.clone());
+        write_pointer(&indexes, &ptr)?;
+        let view = DocsView::build(catalog.documents()?);
+        Ok(Store {
+            dir: dir.to_path_buf(),
+            manifest,
+            catalog,
+            active: RwLock::new(Arc::new(active)),
+            view: RwLock::new(Arc::new(view)),
+        })
+    }
+
+    fn new_generation(indexes: &Path, dim: usize) -> Result<Generation> {
+        let mut n = 1;
+        while indexes.join(format!("g{n:06}")).exists() {
+            n += 1;
+        }
+        let name = format!("g{n:06}");
+        Generation::open(&name, &indexes.join(&name), dim)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+    pub fn view(&self) -> Arc<DocsView> {
+        self.view.read().clone()
+    }
+    pub fn active(&self) -> Arc<Generation> {
+        self.active.read().clone()
+    }
+
+    /// Commits `batch` to the catalog, then brings the active indexes and the view up
+    /// to date. If the process dies between the two, the next open catches up.
+    pub fn commit(&self, batch: CommitBatch) -> Result<ChangeSet> {
+        let change = self.catalog.commit(batch)?;
+        self.active().catch_up(&self.catalog)?;
+        *self.view.write() = Arc::new(DocsView::build(self.catalog.documents()?));
+        Ok(change)
+    }
+
+    /// Builds a new generation from the catalog as a draft; the active one keeps serving.
+    pub fn build_draft(&self, progress: impl FnMut(u64)) -> Result<GenerationInfo> {
+        let indexes = self.dir.join("indexes");
+        let g = Self::new_generation(&indexes, self.manifest.dim)?;
+        g.build_from(&self.catalog, progress)?;
+        g.info("draft")
+    }
+
+    /// Checks a draft (the newest one when `name` is `None`) against the catalog and
+    /// makes it active.
+    pub fn promote(&self, name: Option<&str>) -> Result<GenerationInfo> {
+        let indexes = self.dir.join("indexes");
+        let mut ptr = read_pointer(&indexes)?;
+        let name = match name {
+            Some(n) => n.to_string(),
+            None => self
+                .list_generations()?
+                .into_iter()
+                .rev()
+                .find(|g| g.status == "draft")
+                .map(|g| g.name)
+                .ok_or_else(|| Error::NotFound("no draft generation to promote".into()))?,
+        };
+        if ptr.active.as_deref() == Some(&name) {
+            return Err(Error::Invalid(format!("generation {name} is already active")));
+        }
+        let dir = indexes.join(&name);
+        if !dir.join("gen.json").exists() {
+            return Err(Error::NotFound(format!("no built generation {name}")));
+        }
+        let g = Generation::open(&name, &dir, self.manifest.dim)?;
+        if !g.catch_up(&self.catalog)? {
+            return Err(Error::Invalid(format!(
+                "generation {name} is older than the change log; build a new draft"
+            )));
+        }
+        let expected = self.catalog.chunk_count()?;
+        if g.bm25.len() != expected {
+            return Err(Error::Invalid(format!(
+                "generation {name} holds {} chunks, the catalog {expected}; not promoted",
+                g.bm25.len()
+            )));
+        }
+        if let Some(old) = ptr.active.replace(name.clone()) {
+            ptr.previous.push(old);
+        }
+        write_pointer(&indexes, &ptr)?;
+        let info = g.info("active")?;
+        *self.active.write() = Arc::new(g);
+        Ok(info)
+    }
+
+    /// Makes the previously active generation active again.
+    pub fn rollback(&self) -> Result<GenerationInfo> {
+        let indexes = self.dir.join("indexes");
+        let mut ptr = read_pointer(&indexes)?;
+        let prev = ptr
+            .previous
+            .pop()
+            .ok_or_else(|| Error::NotFound("no earlier generation to roll back to".into()))?;
+        let g = Generation::open(&prev, &indexes.join(&prev), self.manifest.dim)?;
+        if !g.catch_up(&self.catalog)? {
+            return Err(Error::Invalid(format!(
+                "generation {prev} is older than the change log; build a new draft instead"
+            )));
+        }
+        ptr.active = Some(prev);
+        write_pointer(&indexes, &ptr)?;
+        let info = g.info("active")?;
+        *self.active.write() = Arc::new(g);
+        Ok(info)
+    }
+
+    /// Every generation with its status: `active`, `previous` (rollback target) or `draft`.
+    pub fn list_generations(&self) -> Result<Vec<GenerationInfo>> {
+        let indexes = self.dir.join("indexes");
+        let ptr = read_pointer(&indexes)?;
+        let active = self.active();
+        let mut names: Vec<String> = std::fs::read_dir(&indexes)
+            .map_err(io_err(&indexes))?
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().is_dir())
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .collect();
+        names.sort();
+        let mut out = Vec::new();
+        for n in names {
+            if n == active.name {
+                out.push(active.info("active")?);
+                continue;
+            }
+            let status = if ptr.previous.contains(&n) {
+                "previous"
+            } else {
+                "draft"
+            };
+            let g = Generation::open(&n, &indexes.join(&n), self.manifest.dim)?;
+            out.push(g.info(status)?);
+        }
+        Ok(out)
+    }
+}
