@@ -12,7 +12,11 @@ use clap::{Parser, Subcommand};
 use dossier_engine::{eval, Engine, Mode, Progress, SearchRequest};
 
 #[derive(Parser)]
-#[command(name = "dossier", version, about = "Answers questions over an organisation's documents, citing the exact version of every source.")]
+#[command(
+    name = "dossier",
+    version,
+    about = "Answers questions over an organisation's documents, citing the exact version of every source."
+)]
 struct Cli {
     /// Store directory.
     #[arg(long, global = true, env = "DOSSIER_STORE")]
@@ -112,9 +116,11 @@ impl Progress for Bar {
         }
         let pb = indicatif::ProgressBar::new(total);
         pb.set_style(
-            indicatif::ProgressStyle::with_template("{msg:>14} [{bar:40}] {pos}/{len} {per_sec} eta {eta}")
-                .expect("static template")
-                .progress_chars("=> "),
+            indicatif::ProgressStyle::with_template(
+                "{msg:>14} [{bar:40}] {pos}/{len} {per_sec} eta {eta}",
+            )
+            .expect("static template")
+            .progress_chars("=> "),
         );
         pb.set_message(stage.to_string());
         self.0 = Some(pb);
@@ -132,7 +138,9 @@ impl Progress for Bar {
 }
 
 fn store_dir(cli: &Cli) -> PathBuf {
-    cli.store.clone().unwrap_or_else(|| PathBuf::from("dossier-data"))
+    cli.store
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("dossier-data"))
 }
 
 fn open(dir: &Path, spec: &str) -> Result<Engine> {
@@ -148,7 +156,9 @@ fn modes(s: &str) -> Result<Vec<Mode>> {
     if s == "all" {
         return Ok(Mode::ALL.to_vec());
     }
-    s.split(',').map(|m| m.trim().parse::<Mode>().map_err(Into::into)).collect()
+    s.split(',')
+        .map(|m| m.trim().parse::<Mode>().map_err(Into::into))
+        .collect()
 }
 
 fn main() -> ExitCode {
@@ -190,7 +200,11 @@ fn run(cli: &Cli) -> Result<ExitCode> {
                     report.parse_secs, report.embed_secs, report.commit_secs
                 );
             }
-            Ok(if report.problems.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(2) })
+            Ok(if report.problems.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(2)
+            })
         }
         Command::Delete { spec, tenant } => {
             let engine = open(&store_dir(cli), &cli.embedder)?;
@@ -202,7 +216,14 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Search { query, principal, now, as_of, mode, k } => {
+        Command::Search {
+            query,
+            principal,
+            now,
+            as_of,
+            mode,
+            k,
+        } => {
             let engine = open(&store_dir(cli), &cli.embedder)?;
             let req = SearchRequest {
                 principal: principal.clone(),
@@ -220,21 +241,45 @@ fn run(cli: &Cli) -> Result<ExitCode> {
                     println!("no results");
                 }
                 for (i, h) in resp.hits.iter().enumerate() {
-                    let text: String = h.text.chars().take(160).collect::<String>().replace('\n', " ");
-                    println!("{:>2}. [{}@{} § {}] {:.4}", i + 1, h.doc_id, h.version, h.section, h.score);
+                    let text: String = h
+                        .text
+                        .chars()
+                        .take(160)
+                        .collect::<String>()
+                        .replace('\n', " ");
+                    println!(
+                        "{:>2}. [{}@{} § {}] {:.4}",
+                        i + 1,
+                        h.doc_id,
+                        h.version,
+                        h.section,
+                        h.score
+                    );
                     println!("    {text}");
                     println!("    {}", h.source_uri);
                 }
                 for c in &resp.conflicts {
-                    println!("conflict: {}@{} vs {}: {}", c.doc_id, c.version, c.conflicts_with, c.reason);
+                    println!(
+                        "conflict: {}@{} vs {}: {}",
+                        c.doc_id, c.version, c.conflicts_with, c.reason
+                    );
                 }
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Eval { dataset, mode, k, limit, per_question } => {
+        Command::Eval {
+            dataset,
+            mode,
+            k,
+            limit,
+            per_question,
+        } => {
             let modes = modes(mode)?;
             let dir = cli.store.clone().unwrap_or_else(|| {
-                let name = dataset.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_else(|| "dataset".into());
+                let name = dataset
+                    .file_name()
+                    .map(|n| n.to_string_lossy().to_string())
+                    .unwrap_or_else(|| "dataset".into());
                 PathBuf::from("evalstores").join(name)
             });
             let engine = open(&dir, &cli.embedder)?;
@@ -254,15 +299,33 @@ fn run(cli: &Cli) -> Result<ExitCode> {
                     print_json(&report)?;
                 }
             } else {
-                println!("{} (store {}): ingest added {} passages, {} unchanged", report.dataset, dir.display(), report.ingest.documents_added, report.ingest.documents_unchanged);
-                println!("{:<8} {:>9} {:>9} {:>10} {:>7} {:>8} {:>8}", "mode", "recall@2", "recall@5", "recall@10", "mrr", "p50 ms", "p99 ms");
+                println!(
+                    "{} (store {}): ingest added {} passages, {} unchanged",
+                    report.dataset,
+                    dir.display(),
+                    report.ingest.documents_added,
+                    report.ingest.documents_unchanged
+                );
+                println!(
+                    "{:<8} {:>9} {:>9} {:>10} {:>7} {:>8} {:>8}",
+                    "mode", "recall@2", "recall@5", "recall@10", "mrr", "p50 ms", "p99 ms"
+                );
                 for m in &report.modes {
                     println!(
                         "{:<8} {:>9.3} {:>9.3} {:>10.3} {:>7.3} {:>8.2} {:>8.2}",
-                        m.mode.name(), m.recall_2, m.recall_5, m.recall_10, m.mrr, m.latency_p50_ms, m.latency_p99_ms
+                        m.mode.name(),
+                        m.recall_2,
+                        m.recall_5,
+                        m.recall_10,
+                        m.mrr,
+                        m.latency_p50_ms,
+                        m.latency_p99_ms
                     );
                 }
-                println!("({} questions; -k {k} is reported as recall@{k} above)", report.modes.first().map_or(0, |m| m.questions));
+                println!(
+                    "({} questions; -k {k} is reported as recall@{k} above)",
+                    report.modes.first().map_or(0, |m| m.questions)
+                );
             }
             Ok(ExitCode::SUCCESS)
         }

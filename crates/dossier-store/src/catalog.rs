@@ -100,6 +100,39 @@ fn bytes_vec(b: &[u8]) -> Vec<f32> {
         .collect()
 }
 
+/// The catalog seam: everything the store and engine need from the source of truth.
+///
+/// [`Catalog`] (redb, embedded) implements it; a shared PostgreSQL + pgvector backend
+/// is meant to implement the same contract. Contract: `commit` is atomic (all of a batch
+/// or none) and appends one [`ChangeSet`] per generation; reads see whole commits.
+pub trait CatalogBackend: Send + Sync {
+    /// The generation of the last commit (0 for a new catalog).
+    fn generation(&self) -> Result<u64>;
+    /// Every stored document version.
+    fn documents(&self) -> Result<Vec<DocEntry>>;
+    /// Chunks by sequence number, in the order asked; missing ones are left out.
+    fn chunks(&self, seqs: &[u64]) -> Result<Vec<StoredChunk>>;
+    /// Number of stored chunks.
+    fn chunk_count(&self) -> Result<u64>;
+    /// Visits stored chunks (all, or those in `only`) with their vectors from one
+    /// snapshot; returns that snapshot's generation.
+    fn for_each_chunk(
+        &self,
+        only: Option<&[u64]>,
+        f: &mut dyn FnMut(StoredChunk, Vec<f32>) -> Result<()>,
+    ) -> Result<u64>;
+    /// The change sets after `generation`, or `None` when the log no longer covers it.
+    fn changes_since(&self, generation: u64) -> Result<Option<Vec<ChangeSet>>>;
+    fn principal(&self, id: &str) -> Result<Option<Principal>>;
+    fn principals(&self) -> Result<Vec<Principal>>;
+    fn record_schema(&self, tenant: &str, table: &str) -> Result<Option<RecordSchema>>;
+    fn record(&self, tenant: &str, table: &str, key: &str) -> Result<Option<RecordRow>>;
+    /// Number of stored rows per `(tenant, table)`.
+    fn record_counts(&self) -> Result<HashMap<(String, String), usize>>;
+    /// Writes `batch` in one transaction and returns what changed.
+    fn commit(&self, batch: CommitBatch) -> Result<ChangeSet>;
+}
+
 impl Catalog {
     pub fn open(path: &Path) -> Result<Catalog> {
         let db = Database::create(path)?;
@@ -117,16 +150,18 @@ impl Catalog {
         tx.commit()?;
         Ok(Catalog { db })
     }
+}
 
+impl CatalogBackend for Catalog {
     /// The generation of the last commit (0 for a new catalog).
-    pub fn generation(&self) -> Result<u64> {
+    fn generation(&self) -> Result<u64> {
         let rx = self.db.begin_read()?;
         let t = rx.open_table(META)?;
         Ok(t.get("generation")?.map_or(0, |g| g.value()))
     }
 
     /// Every stored document version.
-    pub fn documents(&self) -> Result<Vec<DocEntry>> {
+    fn documents(&self) -> Result<Vec<DocEntry>> {
         let rx = self.db.begin_read()?;
         let t = rx.open_table(DOCS)?;
         let mut out = Vec::with_capacity(t.len()? as usize);
@@ -138,7 +173,7 @@ impl Catalog {
     }
 
     /// Chunks by sequence number, in the order asked; missing ones are left out.
-    pub fn chunks(&self, seqs: &[u64]) -> Result<Vec<StoredChunk>> {
+    fn chunks(&self, seqs: &[u64]) -> Result<Vec<StoredChunk>> {
         let rx = self.db.begin_read()?;
         let t = rx.open_table(CHUNKS)?;
         let mut out = Vec::with_capacity(seqs.len());
@@ -151,21 +186,24 @@ impl Catalog {
     }
 
     /// Number of stored chunks.
-    pub fn chunk_count(&self) -> Result<u64> {
+    fn chunk_count(&self) -> Result<u64> {
         let rx = self.db.begin_read()?;
         Ok(rx.open_table(CHUNKS)?.len()?)
     }
 
     /// Visits stored chunks (all, or those in `only`) with their vectors, in sequence
     /// order, from one read snapshot.
-    pub fn for_each_chunk(
+    fn for_each_chunk(
         &self,
         only: Option<&[u64]>,
-        mut f: impl FnMut(StoredChunk, Vec<f32>) -> Result<()>,
+        f: &mut dyn FnMut(StoredChunk, Vec<f32>) -> Result<()>,
     ) -> Result<u64> {
         let rx = self.db.begin_read()?;
         let (chunks, vectors) = (rx.open_table(CHUNKS)?, rx.open_table(VECTORS)?);
-        let generation = rx.open_table(META)?.get("generation")?.map_or(0, |g| g.value());
+        let generation = rx
+            .open_table(META)?
+            .get("generation")?
+            .map_or(0, |g| g.value());
         let mut visit = |seq: u64, raw: &[u8]| -> Result<()> {
             let c: StoredChunk = serde_json::from_slice(raw)?;
             let v = vectors
@@ -193,9 +231,12 @@ impl Catalog {
     }
 
     /// The change sets after `generation`, or `None` when the log no longer covers it.
-    pub fn changes_since(&self, generation: u64) -> Result<Option<Vec<ChangeSet>>> {
+    fn changes_since(&self, generation: u64) -> Result<Option<Vec<ChangeSet>>> {
         let rx = self.db.begin_read()?;
-        let current = rx.open_table(META)?.get("generation")?.map_or(0, |g| g.value());
+        let current = rx
+            .open_table(META)?
+            .get("generation")?
+            .map_or(0, |g| g.value());
         let t = rx.open_table(CHANGES)?;
         let mut out = Vec::new();
         for g in generation + 1..=current {
@@ -207,7 +248,7 @@ impl Catalog {
         Ok(Some(out))
     }
 
-    pub fn principal(&self, id: &str) -> Result<Option<Principal>> {
+    fn principal(&self, id: &str) -> Result<Option<Principal>> {
         let rx = self.db.begin_read()?;
         let t = rx.open_table(PRINCIPALS)?;
         Ok(match t.get(id)? {
@@ -216,7 +257,7 @@ impl Catalog {
         })
     }
 
-    pub fn principals(&self) -> Result<Vec<Principal>> {
+    fn principals(&self) -> Result<Vec<Principal>> {
         let rx = self.db.begin_read()?;
         let t = rx.open_table(PRINCIPALS)?;
         let mut out = Vec::new();
@@ -226,7 +267,7 @@ impl Catalog {
         Ok(out)
     }
 
-    pub fn record_schema(&self, tenant: &str, table: &str) -> Result<Option<RecordSchema>> {
+    fn record_schema(&self, tenant: &str, table: &str) -> Result<Option<RecordSchema>> {
         let rx = self.db.begin_read()?;
         let t = rx.open_table(SCHEMAS)?;
         Ok(match t.get(key(&[tenant, table]).as_str())? {
@@ -235,7 +276,7 @@ impl Catalog {
         })
     }
 
-    pub fn record(&self, tenant: &str, table: &str, k: &str) -> Result<Option<RecordRow>> {
+    fn record(&self, tenant: &str, table: &str, k: &str) -> Result<Option<RecordRow>> {
         let rx = self.db.begin_read()?;
         let t = rx.open_table(RECORDS)?;
         Ok(match t.get(key(&[tenant, table, k]).as_str())? {
@@ -245,7 +286,7 @@ impl Catalog {
     }
 
     /// Number of stored rows per `(tenant, table)`.
-    pub fn record_counts(&self) -> Result<HashMap<(String, String), usize>> {
+    fn record_counts(&self) -> Result<HashMap<(String, String), usize>> {
         let rx = self.db.begin_read()?;
         let t = rx.open_table(RECORDS)?;
         let mut out: HashMap<(String, String), usize> = HashMap::new();
@@ -261,7 +302,7 @@ impl Catalog {
     /// Writes `batch` in one transaction and returns what changed. Documents whose
     /// tenant, id, version and digest are already stored must be filtered out by the
     /// caller; a stored version with another digest is replaced.
-    pub fn commit(&self, batch: CommitBatch) -> Result<ChangeSet> {
+    fn commit(&self, batch: CommitBatch) -> Result<ChangeSet> {
         let tx = self.db.begin_write()?;
         let mut change = ChangeSet::default();
         {
@@ -277,10 +318,10 @@ impl Catalog {
             let generation = get(&meta, "generation")? + 1;
 
             let remove_doc = |docs: &mut redb::Table<&str, &[u8]>,
-                                  chunks: &mut redb::Table<u64, &[u8]>,
-                                  vectors: &mut redb::Table<u64, &[u8]>,
-                                  k: &str,
-                                  change: &mut ChangeSet|
+                              chunks: &mut redb::Table<u64, &[u8]>,
+                              vectors: &mut redb::Table<u64, &[u8]>,
+                              k: &str,
+                              change: &mut ChangeSet|
              -> Result<bool> {
                 let old: Option<DocEntry> = match docs.remove(k)? {
                     Some(v) => Some(serde_json::from_slice(v.value())?),
@@ -318,7 +359,10 @@ impl Catalog {
                 if !any {
                     return Err(Error::NotFound(format!(
                         "no document {doc_id}{} in tenant {tenant}",
-                        version.as_ref().map(|v| format!("@{v}")).unwrap_or_default()
+                        version
+                            .as_ref()
+                            .map(|v| format!("@{v}"))
+                            .unwrap_or_default()
                     )));
                 }
             }

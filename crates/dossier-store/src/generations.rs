@@ -12,7 +12,7 @@ use dossier_index::vector::{HnswIndex, HnswParams};
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::{Catalog, ChangeSet, StoredChunk};
+use crate::catalog::{CatalogBackend, ChangeSet, StoredChunk};
 use crate::{io_err, Error, Result};
 
 /// `ACTIVE.json`.
@@ -123,11 +123,14 @@ impl Generation {
 
     /// Catalog generation both indexes reflect.
     pub fn generation(&self) -> Result<u64> {
-        Ok(self.bm25.generation()?.min(self.meta.read().vectors_generation))
+        Ok(self
+            .bm25
+            .generation()?
+            .min(self.meta.read().vectors_generation))
     }
 
     /// Applies change sets (in order) to whichever index is behind.
-    pub fn apply(&self, catalog: &Catalog, changes: &[ChangeSet]) -> Result<()> {
+    pub fn apply(&self, catalog: &dyn CatalogBackend, changes: &[ChangeSet]) -> Result<()> {
         let bm25_gen = self.bm25.generation()?;
         let vec_gen = self.meta.read().vectors_generation;
         let Some(last) = changes.last().map(|c| c.generation) else {
@@ -143,7 +146,7 @@ impl Generation {
             if do_text {
                 self.bm25.delete(&ch.removed)?;
             }
-            catalog.for_each_chunk(Some(&ch.added), |c, v| {
+            catalog.for_each_chunk(Some(&ch.added), &mut |c, v| {
                 if do_text {
                     texts.push(TextDoc {
                         seq: c.seq,
@@ -175,7 +178,7 @@ impl Generation {
 
     /// Brings the generation up to the catalog: replays the change log, or reports
     /// that it cannot (the log does not reach back far enough).
-    pub fn catch_up(&self, catalog: &Catalog) -> Result<bool> {
+    pub fn catch_up(&self, catalog: &dyn CatalogBackend) -> Result<bool> {
         let from = self.generation()?;
         match catalog.changes_since(from)? {
             Some(changes) => {
@@ -189,7 +192,7 @@ impl Generation {
     /// Fills an empty generation from a catalog snapshot (a full rebuild).
     pub fn build_from(
         &self,
-        catalog: &Catalog,
+        catalog: &dyn CatalogBackend,
         mut progress: impl FnMut(u64),
     ) -> Result<()> {
         if !self.bm25.is_empty() || !self.vectors.read().is_empty() {
@@ -201,7 +204,7 @@ impl Generation {
         let mut texts = Vec::with_capacity(4096);
         let mut vectors = self.vectors.write();
         let mut n = 0u64;
-        let generation = catalog.for_each_chunk(None, |c, v| {
+        let generation = catalog.for_each_chunk(None, &mut |c, v| {
             texts.push(TextDoc {
                 seq: c.seq,
                 dv: c.dv,

@@ -23,7 +23,7 @@ pub mod catalog;
 pub mod generations;
 mod store;
 
-pub use catalog::{Catalog, ChangeSet, DocEntry, StoredChunk};
+pub use catalog::{Catalog, CatalogBackend, ChangeSet, DocEntry, StoredChunk};
 pub use generations::GenerationInfo;
 pub use store::{Manifest, Store, FORMAT_VERSION};
 

@@ -11,7 +11,7 @@ use dossier_index::Admit;
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::{Catalog, ChangeSet, CommitBatch, DocEntry};
+use crate::catalog::{Catalog, CatalogBackend, ChangeSet, CommitBatch, DocEntry};
 use crate::generations::{read_pointer, write_pointer, Generation, GenerationInfo};
 use crate::{io_err, Error, Result};
 
@@ -109,9 +109,8 @@ impl DocsView {
         doc_id: &'a str,
         scope: &'a Scope,
     ) -> impl Iterator<Item = usize> + 'a {
-        (0..self.entries.len()).filter(move |&i| {
-            self.entries[i].meta.doc_id == doc_id && self.admits(i, scope)
-        })
+        (0..self.entries.len())
+            .filter(move |&i| self.entries[i].meta.doc_id == doc_id && self.admits(i, scope))
     }
 }
 
@@ -119,7 +118,7 @@ impl DocsView {
 pub struct Store {
     dir: PathBuf,
     manifest: Manifest,
-    catalog: Catalog,
+    catalog: Box<dyn CatalogBackend>,
     active: RwLock<Arc<Generation>>,
     view: RwLock<Arc<DocsView>>,
 }
@@ -172,25 +171,25 @@ impl Store {
                 m
             }
         };
-        let catalog = Catalog::open(&dir.join("catalog.redb"))?;
+        let catalog: Box<dyn CatalogBackend> = Box::new(Catalog::open(&dir.join("catalog.redb"))?);
         let indexes = dir.join("indexes");
         let mut ptr = read_pointer(&indexes)?;
         let active = match &ptr.active {
             Some(name) => {
                 let g = Generation::open(name, &indexes.join(name), dim)?;
-                if g.catch_up(&catalog)? {
+                if g.catch_up(catalog.as_ref())? {
                     g
                 } else {
                     // The change log no longer reaches this generation: rebuild.
                     let fresh = Self::new_generation(&indexes, dim)?;
-                    fresh.build_from(&catalog, |_| {})?;
+                    fresh.build_from(catalog.as_ref(), |_| {})?;
                     ptr.previous.push(name.clone());
                     fresh
                 }
             }
             None => {
                 let g = Self::new_generation(&indexes, dim)?;
-                g.build_from(&catalog, |_| {})?;
+                g.build_from(catalog.as_ref(), |_| {})?;
                 g
             }
         };
@@ -221,8 +220,8 @@ impl Store {
     pub fn manifest(&self) -> &Manifest {
         &self.manifest
     }
-    pub fn catalog(&self) -> &Catalog {
-        &self.catalog
+    pub fn catalog(&self) -> &dyn CatalogBackend {
+        self.catalog.as_ref()
     }
     pub fn view(&self) -> Arc<DocsView> {
         self.view.read().clone()
@@ -235,7 +234,7 @@ impl Store {
     /// to date. If the process dies between the two, the next open catches up.
     pub fn commit(&self, batch: CommitBatch) -> Result<ChangeSet> {
         let change = self.catalog.commit(batch)?;
-        self.active().catch_up(&self.catalog)?;
+        self.active().catch_up(self.catalog.as_ref())?;
         *self.view.write() = Arc::new(DocsView::build(self.catalog.documents()?));
         Ok(change)
     }
@@ -244,7 +243,7 @@ impl Store {
     pub fn build_draft(&self, progress: impl FnMut(u64)) -> Result<GenerationInfo> {
         let indexes = self.dir.join("indexes");
         let g = Self::new_generation(&indexes, self.manifest.dim)?;
-        g.build_from(&self.catalog, progress)?;
+        g.build_from(self.catalog.as_ref(), progress)?;
         g.info("draft")
     }
 
@@ -264,14 +263,16 @@ impl Store {
                 .ok_or_else(|| Error::NotFound("no draft generation to promote".into()))?,
         };
         if ptr.active.as_deref() == Some(&name) {
-            return Err(Error::Invalid(format!("generation {name} is already active")));
+            return Err(Error::Invalid(format!(
+                "generation {name} is already active"
+            )));
         }
         let dir = indexes.join(&name);
         if !dir.join("gen.json").exists() {
             return Err(Error::NotFound(format!("no built generation {name}")));
         }
         let g = Generation::open(&name, &dir, self.manifest.dim)?;
-        if !g.catch_up(&self.catalog)? {
+        if !g.catch_up(self.catalog.as_ref())? {
             return Err(Error::Invalid(format!(
                 "generation {name} is older than the change log; build a new draft"
             )));
@@ -301,7 +302,7 @@ impl Store {
             .pop()
             .ok_or_else(|| Error::NotFound("no earlier generation to roll back to".into()))?;
         let g = Generation::open(&prev, &indexes.join(&prev), self.manifest.dim)?;
-        if !g.catch_up(&self.catalog)? {
+        if !g.catch_up(self.catalog.as_ref())? {
             return Err(Error::Invalid(format!(
                 "generation {prev} is older than the change log; build a new draft instead"
             )));

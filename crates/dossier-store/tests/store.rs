@@ -2,7 +2,7 @@
 
 use dossier_core::{Chunk, DocKind, DocumentVersion};
 use dossier_store::catalog::{CommitBatch, NewDocument};
-use dossier_store::{Catalog, Error, Store};
+use dossier_store::{Catalog, CatalogBackend, Error, Store};
 
 const DIM: usize = 4;
 
@@ -49,11 +49,18 @@ fn doc(id: &str, version: &str, texts: &[&str]) -> NewDocument {
             v
         })
         .collect();
-    NewDocument { meta, chunks, vectors }
+    NewDocument {
+        meta,
+        chunks,
+        vectors,
+    }
 }
 
 fn batch(docs: Vec<NewDocument>) -> CommitBatch {
-    CommitBatch { documents: docs, ..Default::default() }
+    CommitBatch {
+        documents: docs,
+        ..Default::default()
+    }
 }
 
 fn open(dir: &std::path::Path) -> Store {
@@ -65,14 +72,19 @@ fn index_catches_up_after_a_crash_between_catalog_and_index() {
     let dir = tempfile::tempdir().unwrap();
     {
         let s = open(dir.path());
-        s.commit(batch(vec![doc("a", "1", &["alpha one", "alpha two"])])).unwrap();
+        s.commit(batch(vec![doc("a", "1", &["alpha one", "alpha two"])]))
+            .unwrap();
         assert_eq!(s.active().bm25.len(), 2);
     }
     // Simulate a writer that committed the catalog and died before touching the index.
     {
         let c = Catalog::open(&dir.path().join("catalog.redb")).unwrap();
         c.commit(batch(vec![doc("b", "1", &["beta"])])).unwrap();
-        c.commit(CommitBatch { deletes: vec![("t".into(), "a".into(), None)], ..Default::default() }).unwrap();
+        c.commit(CommitBatch {
+            deletes: vec![("t".into(), "a".into(), None)],
+            ..Default::default()
+        })
+        .unwrap();
     }
     let s = open(dir.path());
     let g = s.active();
@@ -86,7 +98,8 @@ fn index_catches_up_after_a_crash_between_catalog_and_index() {
 fn replacing_a_version_swaps_its_chunks() {
     let dir = tempfile::tempdir().unwrap();
     let s = open(dir.path());
-    s.commit(batch(vec![doc("a", "1", &["old text", "more old"])])).unwrap();
+    s.commit(batch(vec![doc("a", "1", &["old text", "more old"])]))
+        .unwrap();
     let c = s.commit(batch(vec![doc("a", "1", &["new text"])])).unwrap();
     assert_eq!(c.removed.len(), 2);
     assert_eq!(c.added.len(), 1);
@@ -101,10 +114,18 @@ fn deleting_an_unknown_document_changes_nothing() {
     s.commit(batch(vec![doc("a", "1", &["x"])])).unwrap();
     let before = s.catalog().generation().unwrap();
     let err = s
-        .commit(CommitBatch { deletes: vec![("t".into(), "nope".into(), None)], documents: vec![doc("b", "1", &["y"])], ..Default::default() })
+        .commit(CommitBatch {
+            deletes: vec![("t".into(), "nope".into(), None)],
+            documents: vec![doc("b", "1", &["y"])],
+            ..Default::default()
+        })
         .unwrap_err();
     assert!(matches!(err, Error::NotFound(_)));
-    assert_eq!(s.catalog().generation().unwrap(), before, "the whole batch was rolled back");
+    assert_eq!(
+        s.catalog().generation().unwrap(),
+        before,
+        "the whole batch was rolled back"
+    );
     assert_eq!(s.catalog().chunk_count().unwrap(), 1);
 }
 
@@ -112,22 +133,32 @@ fn deleting_an_unknown_document_changes_nothing() {
 fn draft_promote_rollback() {
     let dir = tempfile::tempdir().unwrap();
     let s = open(dir.path());
-    s.commit(batch(vec![doc("a", "1", &["alpha", "beta"])])).unwrap();
+    s.commit(batch(vec![doc("a", "1", &["alpha", "beta"])]))
+        .unwrap();
     let first = s.active().name.clone();
     let draft = s.build_draft(|_| {}).unwrap();
     assert_eq!(draft.status, "draft");
-    assert_eq!(s.active().name, first, "the active generation keeps serving");
+    assert_eq!(
+        s.active().name,
+        first,
+        "the active generation keeps serving"
+    );
     // A commit after the draft was built: promotion must catch the draft up.
     s.commit(batch(vec![doc("b", "1", &["gamma"])])).unwrap();
     let promoted = s.promote(None).unwrap();
     assert_eq!(promoted.name, draft.name);
     assert_eq!(promoted.chunks, 3);
     let list = s.list_generations().unwrap();
-    assert!(list.iter().any(|g| g.name == first && g.status == "previous"));
+    assert!(list
+        .iter()
+        .any(|g| g.name == first && g.status == "previous"));
     let back = s.rollback().unwrap();
     assert_eq!(back.name, first);
     assert_eq!(back.chunks, 3);
-    assert!(s.rollback().is_err(), "nothing earlier than the first generation");
+    assert!(
+        s.rollback().is_err(),
+        "nothing earlier than the first generation"
+    );
     drop(s);
     // The pointer survives a reopen.
     assert_eq!(open(dir.path()).active().name, first);
@@ -137,6 +168,8 @@ fn draft_promote_rollback() {
 fn a_store_refuses_vectors_from_another_model() {
     let dir = tempfile::tempdir().unwrap();
     drop(open(dir.path()));
-    let err = Store::open(dir.path(), "hash:8", "hash-8", 8).err().unwrap();
+    let err = Store::open(dir.path(), "hash:8", "hash-8", 8)
+        .err()
+        .unwrap();
     assert!(matches!(err, Error::EmbedderMismatch { .. }), "{err}");
 }
