@@ -307,19 +307,27 @@ fn run(cli: &Cli) -> Result<ExitCode> {
                     report.ingest.documents_unchanged
                 );
                 println!(
-                    "{:<8} {:>9} {:>9} {:>10} {:>7} {:>8} {:>8}",
-                    "mode", "recall@2", "recall@5", "recall@10", "mrr", "p50 ms", "p99 ms"
+                    "{:<8} {:>9} {:>9} {:>10} {:>7} {:>8} {:>8} {:>13}",
+                    "mode",
+                    "recall@2",
+                    "recall@5",
+                    "recall@10",
+                    "mrr",
+                    "p50 ms",
+                    "p99 ms",
+                    "rank p50 ms"
                 );
                 for m in &report.modes {
                     println!(
-                        "{:<8} {:>9.3} {:>9.3} {:>10.3} {:>7.3} {:>8.2} {:>8.2}",
+                        "{:<8} {:>9.3} {:>9.3} {:>10.3} {:>7.3} {:>8.2} {:>8.2} {:>13.2}",
                         m.mode.name(),
                         m.recall_2,
                         m.recall_5,
                         m.recall_10,
                         m.mrr,
                         m.latency_p50_ms,
-                        m.latency_p99_ms
+                        m.latency_p99_ms,
+                        m.rank_p50_ms
                     );
                 }
                 println!(

@@ -74,7 +74,9 @@ impl DocumentVersion {
     pub fn readable_by(&self, groups: &[String]) -> bool {
         match &self.acl {
             None => true,
-            Some(acl) => acl.iter().any(|g| g == "*" || groups.iter().any(|x| x == g)),
+            Some(acl) => acl
+                .iter()
+                .any(|g| g == "*" || groups.iter().any(|x| x == g)),
         }
     }
 }

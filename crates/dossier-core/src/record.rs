@@ -43,7 +43,11 @@ pub struct RecordRow {
 impl RecordSchema {
     /// Whether this principal may read the row: owner, a read group, or `"*"`.
     pub fn row_readable_by(&self, row: &RecordRow, principal_id: &str, groups: &[String]) -> bool {
-        if self.read_groups.iter().any(|g| g == "*" || groups.contains(g)) {
+        if self
+            .read_groups
+            .iter()
+            .any(|g| g == "*" || groups.contains(g))
+        {
             return true;
         }
         match &self.owner_field {

@@ -24,7 +24,8 @@ pub fn base_title(title: &str) -> String {
     }
     // Version markers at the end ("V2", "2.0") are not part of the title.
     let n = normalize(&kept);
-    n.trim_end_matches(|c: char| c.is_ascii_digit() || c == 'v').to_string()
+    n.trim_end_matches(|c: char| c.is_ascii_digit() || c == 'v')
+        .to_string()
 }
 
 #[cfg(test)]
@@ -34,7 +35,13 @@ mod tests {
     #[test]
     fn full_width_and_case_fold() {
         assert_eq!(normalize("Ｐａｙ-GW！"), "paygw");
-        assert_eq!(base_title("开放平台 API 认证说明（双向 TLS 草案）"), "开放平台api认证说明");
-        assert_eq!(base_title("开放平台 API 认证说明 2.0"), "开放平台api认证说明");
+        assert_eq!(
+            base_title("开放平台 API 认证说明（双向 TLS 草案）"),
+            "开放平台api认证说明"
+        );
+        assert_eq!(
+            base_title("开放平台 API 认证说明 2.0"),
+            "开放平台api认证说明"
+        );
     }
 }

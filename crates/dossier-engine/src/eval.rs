@@ -49,8 +49,12 @@ pub struct ModeReport {
     #[serde(rename = "recall@10")]
     pub recall_10: f64,
     pub mrr: f64,
+    /// Whole search call: scope filter, ranking, hydration from the catalog.
     pub latency_p50_ms: f64,
     pub latency_p99_ms: f64,
+    /// Ranking alone (the index search under the admission set, with query embedding).
+    pub rank_p50_ms: f64,
+    pub rank_p99_ms: f64,
     pub per_question: Vec<QuestionResult>,
 }
 
@@ -66,7 +70,11 @@ fn recall(gold: &HashSet<&str>, got: &[String], k: usize) -> f64 {
     if gold.is_empty() {
         return 0.0;
     }
-    got.iter().take(k).filter(|d| gold.contains(d.as_str())).count() as f64 / gold.len() as f64
+    got.iter()
+        .take(k)
+        .filter(|d| gold.contains(d.as_str()))
+        .count() as f64
+        / gold.len() as f64
 }
 
 pub fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -78,23 +86,35 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 /// Runs the dataset in `dir` in each mode, in one run.
-pub fn run(engine: &Engine, dir: &Path, modes: &[Mode], limit: Option<usize>, progress: &mut dyn Progress) -> Result<EvalReport> {
+pub fn run(
+    engine: &Engine,
+    dir: &Path,
+    modes: &[Mode],
+    limit: Option<usize>,
+    progress: &mut dyn Progress,
+) -> Result<EvalReport> {
     let corpus = dir.join("corpus.jsonl");
     let qpath = dir.join("questions.jsonl");
     for p in [&corpus, &qpath] {
         if !p.is_file() {
-            return Err(Error::Invalid(format!("{}: not found (a dataset has corpus.jsonl and questions.jsonl)", p.display())));
+            return Err(Error::Invalid(format!(
+                "{}: not found (a dataset has corpus.jsonl and questions.jsonl)",
+                p.display()
+            )));
         }
     }
     let ingest = engine.ingest(std::slice::from_ref(&corpus), progress)?;
-    let file = std::fs::File::open(&qpath).map_err(|e| Error::Invalid(format!("{}: {e}", qpath.display())))?;
+    let file = std::fs::File::open(&qpath)
+        .map_err(|e| Error::Invalid(format!("{}: {e}", qpath.display())))?;
     let mut questions = Vec::new();
     for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
-        let line = line.map_err(|e| Error::Invalid(format!("{}:{}: {e}", qpath.display(), i + 1)))?;
+        let line =
+            line.map_err(|e| Error::Invalid(format!("{}:{}: {e}", qpath.display(), i + 1)))?;
         if line.trim().is_empty() {
             continue;
         }
-        let q: Question = serde_json::from_str(&line).map_err(|e| Error::Invalid(format!("{}:{}: {e}", qpath.display(), i + 1)))?;
+        let q: Question = serde_json::from_str(&line)
+            .map_err(|e| Error::Invalid(format!("{}:{}: {e}", qpath.display(), i + 1)))?;
         questions.push(q);
     }
     if let Some(n) = limit {
@@ -111,16 +131,28 @@ pub fn run(engine: &Engine, dir: &Path, modes: &[Mode], limit: Option<usize>, pr
         progress.start(&format!("eval {}", mode.name()), questions.len() as u64);
         let mut per = Vec::with_capacity(questions.len());
         let mut lat = Vec::with_capacity(questions.len());
+        let mut rank_lat = Vec::with_capacity(questions.len());
         let (mut r2, mut r5, mut r10, mut mrr) = (0.0, 0.0, 0.0, 0.0);
         for q in &questions {
             let t = Instant::now();
             // Passages can span several chunks: fetch deeper and keep each passage once.
-            let resp = engine.search_scoped(&scope, &q.question, mode, 30)?;
+            let ranked = engine.rank(&scope, &q.question, mode, 30)?;
+            rank_lat.push(t.elapsed().as_secs_f64() * 1000.0);
+            let resp = engine.hydrate(&scope, &ranked, 30)?;
             lat.push(t.elapsed().as_secs_f64() * 1000.0);
             let mut seen = HashSet::new();
-            let retrieved: Vec<String> = resp.hits.into_iter().map(|h| h.doc_id).filter(|d| seen.insert(d.clone())).take(10).collect();
+            let retrieved: Vec<String> = resp
+                .hits
+                .into_iter()
+                .map(|h| h.doc_id)
+                .filter(|d| seen.insert(d.clone()))
+                .take(10)
+                .collect();
             let gold: HashSet<&str> = q.gold_ids.iter().map(String::as_str).collect();
-            let rr = retrieved.iter().position(|d| gold.contains(d.as_str())).map_or(0.0, |i| 1.0 / (i + 1) as f64);
+            let rr = retrieved
+                .iter()
+                .position(|d| gold.contains(d.as_str()))
+                .map_or(0.0, |i| 1.0 / (i + 1) as f64);
             r2 += recall(&gold, &retrieved, 2);
             r5 += recall(&gold, &retrieved, 5);
             r10 += recall(&gold, &retrieved, 10);
@@ -137,6 +169,7 @@ pub fn run(engine: &Engine, dir: &Path, modes: &[Mode], limit: Option<usize>, pr
         }
         progress.finish();
         lat.sort_by(f64::total_cmp);
+        rank_lat.sort_by(f64::total_cmp);
         let n = questions.len().max(1) as f64;
         reports.push(ModeReport {
             mode,
@@ -147,8 +180,14 @@ pub fn run(engine: &Engine, dir: &Path, modes: &[Mode], limit: Option<usize>, pr
             mrr: mrr / n,
             latency_p50_ms: percentile(&lat, 0.5),
             latency_p99_ms: percentile(&lat, 0.99),
+            rank_p50_ms: percentile(&rank_lat, 0.5),
+            rank_p99_ms: percentile(&rank_lat, 0.99),
             per_question: per,
         });
     }
-    Ok(EvalReport { dataset: dir.display().to_string(), ingest, modes: reports })
+    Ok(EvalReport {
+        dataset: dir.display().to_string(),
+        ingest,
+        modes: reports,
+    })
 }

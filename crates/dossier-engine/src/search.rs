@@ -37,7 +37,11 @@ impl std::str::FromStr for Mode {
         Mode::ALL
             .into_iter()
             .find(|m| m.name() == s)
-            .ok_or_else(|| Error::Invalid(format!("unknown mode {s:?}: expected bm25, vector or hybrid")))
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "unknown mode {s:?}: expected bm25, vector or hybrid"
+                ))
+            })
     }
 }
 
@@ -97,7 +101,13 @@ impl Engine {
     }
 
     /// Searches under a scope the program built itself (eval, the agent).
-    pub fn search_scoped(&self, scope: &Scope, query: &str, mode: Mode, k: usize) -> Result<SearchResponse> {
+    pub fn search_scoped(
+        &self,
+        scope: &Scope,
+        query: &str,
+        mode: Mode,
+        k: usize,
+    ) -> Result<SearchResponse> {
         let ranked = self.rank(scope, query, mode, k)?;
         self.hydrate(scope, &ranked, k)
     }
@@ -136,11 +146,16 @@ impl Engine {
         let mut hit_docs: HashSet<VersionRef> = HashSet::new();
         for c in self.store.catalog().chunks(&seqs)? {
             let ch = &c.chunk;
-            let Some(i) = view.find(&ch.tenant, &ch.doc_id, &ch.version) else { continue };
+            let Some(i) = view.find(&ch.tenant, &ch.doc_id, &ch.version) else {
+                continue;
+            };
             if view.entries[i].dv != c.dv || !view.admits(i, scope) {
                 continue;
             }
-            hit_docs.insert(VersionRef { doc_id: ch.doc_id.clone(), version: ch.version.clone() });
+            hit_docs.insert(VersionRef {
+                doc_id: ch.doc_id.clone(),
+                version: ch.version.clone(),
+            });
             hits.push(Hit {
                 chunk_id: ch.chunk_id.clone(),
                 doc_id: ch.doc_id.clone(),
@@ -156,7 +171,10 @@ impl Engine {
                 break;
             }
         }
-        let visible = |r: &VersionRef| view.find(&scope.tenant, &r.doc_id, &r.version).is_some_and(|i| view.admits(i, scope));
+        let visible = |r: &VersionRef| {
+            view.find(&scope.tenant, &r.doc_id, &r.version)
+                .is_some_and(|i| view.admits(i, scope))
+        };
         let mut conflicts = Vec::new();
         for (tenant, l) in &view.look_alikes {
             if tenant != &scope.tenant || !visible(&l.a) || !visible(&l.b) {

@@ -25,8 +25,22 @@ struct Doc {
 }
 
 fn doc_strategy() -> impl Strategy<Value = Doc> {
-    (0..2usize, 0..4usize, proptest::option::of(0..3usize), 1..28u32, any::<bool>(), proptest::collection::vec(0..6usize, 1..4))
-        .prop_map(|(tenant, id, acl, day, supersedes_prev, words)| Doc { tenant, id, acl, day, supersedes_prev, words })
+    (
+        0..2usize,
+        0..4usize,
+        proptest::option::of(0..3usize),
+        1..28u32,
+        any::<bool>(),
+        proptest::collection::vec(0..6usize, 1..4),
+    )
+        .prop_map(|(tenant, id, acl, day, supersedes_prev, words)| Doc {
+            tenant,
+            id,
+            acl,
+            day,
+            supersedes_prev,
+            words,
+        })
 }
 
 fn date(day: u32) -> NaiveDate {

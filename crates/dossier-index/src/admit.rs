@@ -32,7 +32,9 @@ impl Admit {
     #[inline]
     pub fn contains(&self, ordinal: u32) -> bool {
         let w = (ordinal / 64) as usize;
-        self.bits.get(w).is_some_and(|x| x & (1 << (ordinal % 64)) != 0)
+        self.bits
+            .get(w)
+            .is_some_and(|x| x & (1 << (ordinal % 64)) != 0)
     }
 
     /// Number of admitted document versions.

@@ -103,7 +103,9 @@ impl Bm25Index {
         let dv = self.index.schema().get_field("dv")?;
         self.with_writer(|w| {
             for d in docs {
-                w.add_document(doc!(self.seq => d.seq, dv => d.dv as u64, self.body => d.text.as_str()))?;
+                w.add_document(
+                    doc!(self.seq => d.seq, dv => d.dv as u64, self.body => d.text.as_str()),
+                )?;
             }
             Ok(())
         })
@@ -203,9 +205,21 @@ mod tests {
 
     fn docs() -> Vec<TextDoc> {
         vec![
-            TextDoc { seq: 1, dv: 0, text: "签收后 15 天内且未拆封，可以申请无理由退货。".into() },
-            TextDoc { seq: 2, dv: 1, text: "签收后 7 天内且未拆封，可以申请无理由退货。".into() },
-            TextDoc { seq: 3, dv: 2, text: "The payment gateway depends on the risk engine.".into() },
+            TextDoc {
+                seq: 1,
+                dv: 0,
+                text: "签收后 15 天内且未拆封，可以申请无理由退货。".into(),
+            },
+            TextDoc {
+                seq: 2,
+                dv: 1,
+                text: "签收后 7 天内且未拆封，可以申请无理由退货。".into(),
+            },
+            TextDoc {
+                seq: 3,
+                dv: 2,
+                text: "The payment gateway depends on the risk engine.".into(),
+            },
         ]
     }
 
@@ -216,11 +230,18 @@ mod tests {
         idx.commit(7).unwrap();
         assert_eq!(idx.len(), 3);
         // k = 1 with dv 0 excluded: the admitted match must still be found.
-        let hits = idx.search("无理由退货 15 天", 1, &Admit::from_ordinals([1, 2])).unwrap();
+        let hits = idx
+            .search("无理由退货 15 天", 1, &Admit::from_ordinals([1, 2]))
+            .unwrap();
         assert_eq!(hits.iter().map(|h| h.seq).collect::<Vec<_>>(), vec![2]);
-        let hits = idx.search("payments depending", 5, &Admit::from_ordinals([0, 1, 2])).unwrap();
+        let hits = idx
+            .search("payments depending", 5, &Admit::from_ordinals([0, 1, 2]))
+            .unwrap();
         assert_eq!(hits[0].seq, 3);
-        assert!(idx.search("payments", 5, &Admit::from_ordinals([0, 1])).unwrap().is_empty());
+        assert!(idx
+            .search("payments", 5, &Admit::from_ordinals([0, 1]))
+            .unwrap()
+            .is_empty());
     }
 
     #[test]

@@ -364,10 +364,7 @@ impl HnswIndex {
                 break;
             }
             let cv = self.rows.vec(c as usize);
-            if kept
-                .iter()
-                .all(|&k| dot(cv, self.rows.vec(k as usize)) < s)
-            {
+            if kept.iter().all(|&k| dot(cv, self.rows.vec(k as usize)) < s) {
                 kept.push(c);
             }
         }
@@ -468,9 +465,12 @@ impl HnswIndex {
             reason: reason.to_string(),
         };
         let mut magic = [0u8; 8];
-        r.read_exact(&mut magic).map_err(|_| corrupt("truncated header"))?;
+        r.read_exact(&mut magic)
+            .map_err(|_| corrupt("truncated header"))?;
         if &magic != MAGIC {
-            return Err(corrupt("not a Dossier HNSW file (or an unknown format version)"));
+            return Err(corrupt(
+                "not a Dossier HNSW file (or an unknown format version)",
+            ));
         }
         let u64s = |r: &mut BufReader<std::fs::File>| -> Result<u64> {
             let mut b = [0u8; 8];
@@ -488,7 +488,8 @@ impl HnswIndex {
         let entry = u64s(&mut r)?;
         let mut read_vec = |bytes: usize| -> Result<Vec<u8>> {
             let mut v = vec![0u8; bytes];
-            r.read_exact(&mut v).map_err(|_| corrupt("truncated body"))?;
+            r.read_exact(&mut v)
+                .map_err(|_| corrupt("truncated body"))?;
             Ok(v)
         };
         let seqs = read_vec(n * 8)?
@@ -566,11 +567,16 @@ mod tests {
         let (mut hit, mut total) = (0, 0);
         for _ in 0..40 {
             let q = random_unit(rng, idx.dim());
-            let truth: std::collections::HashSet<u64> =
-                idx.search_exact(&q, k, admit).iter().map(|s| s.seq).collect();
+            let truth: std::collections::HashSet<u64> = idx
+                .search_exact(&q, k, admit)
+                .iter()
+                .map(|s| s.seq)
+                .collect();
             let got = idx.search(&q, k, admit);
             for g in &got {
-                assert!(admit.contains(idx.rows.dvs[idx.rows.seqs.iter().position(|&s| s == g.seq).unwrap()]));
+                assert!(admit.contains(
+                    idx.rows.dvs[idx.rows.seqs.iter().position(|&s| s == g.seq).unwrap()]
+                ));
             }
             hit += got.iter().filter(|s| truth.contains(&s.seq)).count();
             total += truth.len();

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use dossier_core::validity::{look_alikes, plan_validity, LookAlike, Validity};
 use dossier_core::{DocumentVersion, Scope};
 use dossier_index::Admit;
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::{Catalog, CatalogBackend, ChangeSet, CommitBatch, DocEntry};
@@ -35,7 +35,13 @@ pub struct DocsView {
     pub validity: Vec<Validity>,
     by_key: HashMap<(String, String, String), usize>,
     pub look_alikes: Vec<(String, LookAlike)>,
+    /// Admission sets already computed for this view, by scope. A commit builds a new
+    /// view, so a cached set can never outlive the documents it was computed from.
+    admit_cache: Mutex<HashMap<(String, Vec<String>, chrono::NaiveDate), Admit>>,
 }
+
+/// Distinct scopes whose admission sets a view keeps.
+const ADMIT_CACHE_SIZE: usize = 1024;
 
 impl DocsView {
     fn build(entries: Vec<DocEntry>) -> DocsView {
@@ -80,6 +86,7 @@ impl DocsView {
             validity,
             by_key,
             look_alikes: conflicts,
+            admit_cache: Mutex::new(HashMap::new()),
         }
     }
 
@@ -88,13 +95,25 @@ impl DocsView {
         scope.may_read(&self.entries[i].meta) && self.validity[i].in_force(scope.at)
     }
 
-    /// The admission set of a scope.
+    /// The admission set of a scope (the principal id does not enter into it).
     pub fn admit(&self, scope: &Scope) -> Admit {
-        Admit::from_ordinals(
+        let mut groups = scope.groups.clone();
+        groups.sort();
+        let key = (scope.tenant.clone(), groups, scope.at);
+        if let Some(a) = self.admit_cache.lock().get(&key) {
+            return a.clone();
+        }
+        let admit = Admit::from_ordinals(
             (0..self.entries.len())
                 .filter(|&i| self.admits(i, scope))
                 .map(|i| self.entries[i].dv),
-        )
+        );
+        let mut cache = self.admit_cache.lock();
+        if cache.len() >= ADMIT_CACHE_SIZE {
+            cache.clear();
+        }
+        cache.insert(key, admit.clone());
+        admit
     }
 
     pub fn find(&self, tenant: &str, doc_id: &str, version: &str) -> Option<usize> {
