@@ -25,6 +25,9 @@ struct Cli {
     /// store always uses the embedder it was built with.
     #[arg(long, global = true, env = "DOSSIER_EMBEDDER", default_value = "e5")]
     embedder: String,
+    /// Hybrid fusion: rrf[:DENSE_WEIGHT] (default rrf:1.5) or convex[:DENSE_WEIGHT].
+    #[arg(long, global = true, env = "DOSSIER_FUSION")]
+    fusion: Option<String>,
     /// Print JSON instead of text.
     #[arg(long, global = true)]
     json: bool,
@@ -143,8 +146,13 @@ fn store_dir(cli: &Cli) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("dossier-data"))
 }
 
-fn open(dir: &Path, spec: &str) -> Result<Engine> {
-    Engine::open(dir, spec).with_context(|| format!("opening store {}", dir.display()))
+fn open_with(dir: &Path, spec: &str, fusion: Option<&str>) -> Result<Engine> {
+    let mut engine =
+        Engine::open(dir, spec).with_context(|| format!("opening store {}", dir.display()))?;
+    if let Some(f) = fusion {
+        engine.set_fusion(f.parse()?);
+    }
+    Ok(engine)
 }
 
 fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
@@ -182,7 +190,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             if paths.is_empty() {
                 bail!("nothing to ingest: name files or directories");
             }
-            let engine = open(&store_dir(cli), &cli.embedder)?;
+            let engine = open_with(&store_dir(cli), &cli.embedder, cli.fusion.as_deref())?;
             let report = engine.ingest(paths, &mut Bar::new())?;
             if cli.json {
                 print_json(&report)?;
@@ -207,7 +215,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             })
         }
         Command::Delete { spec, tenant } => {
-            let engine = open(&store_dir(cli), &cli.embedder)?;
+            let engine = open_with(&store_dir(cli), &cli.embedder, cli.fusion.as_deref())?;
             let removed = engine.delete(spec, tenant.as_deref())?;
             if cli.json {
                 print_json(&serde_json::json!({ "removed": removed }))?;
@@ -224,7 +232,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             mode,
             k,
         } => {
-            let engine = open(&store_dir(cli), &cli.embedder)?;
+            let engine = open_with(&store_dir(cli), &cli.embedder, cli.fusion.as_deref())?;
             let req = SearchRequest {
                 principal: principal.clone(),
                 query: query.clone(),
@@ -282,7 +290,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
                     .unwrap_or_else(|| "dataset".into());
                 PathBuf::from("evalstores").join(name)
             });
-            let engine = open(&dir, &cli.embedder)?;
+            let engine = open_with(&dir, &cli.embedder, cli.fusion.as_deref())?;
             let mut report = eval::run(&engine, dataset, &modes, *limit, &mut Bar::new())?;
             if !per_question {
                 for m in &mut report.modes {
@@ -338,7 +346,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Index { action } => {
-            let engine = open(&store_dir(cli), &cli.embedder)?;
+            let engine = open_with(&store_dir(cli), &cli.embedder, cli.fusion.as_deref())?;
             let store = engine.store();
             let out = match action {
                 IndexAction::Build => {
@@ -362,7 +370,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Status => {
-            let engine = open(&store_dir(cli), &cli.embedder)?;
+            let engine = open_with(&store_dir(cli), &cli.embedder, cli.fusion.as_deref())?;
             let store = engine.store();
             let view = store.view();
             let m = store.manifest();

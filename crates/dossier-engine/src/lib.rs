@@ -28,7 +28,7 @@ use dossier_store::Store;
 pub use dossier_store;
 
 pub use ingest::{IngestReport, Progress};
-pub use search::{Conflict, Hit, Mode, SearchRequest, SearchResponse};
+pub use search::{Conflict, Fusion, Hit, Mode, SearchRequest, SearchResponse};
 
 /// Errors of the engine, split by who can fix them.
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +54,7 @@ pub struct Engine {
     store: Store,
     embedder: Box<dyn Embedder>,
     options: IngestOptions,
+    fusion: Fusion,
 }
 
 impl Engine {
@@ -75,6 +76,7 @@ impl Engine {
             store,
             embedder,
             options: IngestOptions::default(),
+            fusion: Fusion::default(),
         })
     }
 
@@ -84,6 +86,11 @@ impl Engine {
 
     pub fn embedder(&self) -> &dyn Embedder {
         self.embedder.as_ref()
+    }
+
+    /// Sets how hybrid mode fuses its lists.
+    pub fn set_fusion(&mut self, fusion: Fusion) {
+        self.fusion = fusion;
     }
 
     pub fn options_mut(&mut self) -> &mut IngestOptions {

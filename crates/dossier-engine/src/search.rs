@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::NaiveDate;
 use dossier_core::{Scope, VersionRef};
-use dossier_index::fusion::{rrf, DEFAULT_RRF_K};
+use dossier_index::fusion::{convex, rrf, DEFAULT_RRF_K};
 use dossier_index::Scored;
 use serde::{Deserialize, Serialize};
 
@@ -88,9 +88,59 @@ pub struct SearchResponse {
     pub conflicts: Vec<Conflict>,
 }
 
-/// Weight of the dense list in hybrid fusion. e5 is the stronger single retriever on
-/// the multi-hop sets, so its ranks count for more; BM25 adds exact-term matches.
-pub const DENSE_WEIGHT: f32 = 1.5;
+/// How hybrid mode fuses the lexical and dense lists.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase", tag = "kind")]
+pub enum Fusion {
+    /// Reciprocal-rank fusion; the dense list's ranks count `dense_weight` times.
+    Rrf { dense_weight: f32 },
+    /// Convex combination of min-max normalised scores; `dense_weight` in 0..1.
+    Convex { dense_weight: f32 },
+}
+
+impl Default for Fusion {
+    fn default() -> Self {
+        Fusion::Rrf { dense_weight: 1.5 }
+    }
+}
+
+impl std::str::FromStr for Fusion {
+    type Err = Error;
+    /// `rrf`, `rrf:W`, `convex`, `convex:W`.
+    fn from_str(s: &str) -> Result<Fusion> {
+        let (kind, w) = s.split_once(':').unwrap_or((s, ""));
+        let weight = |default: f32| -> Result<f32> {
+            if w.is_empty() {
+                return Ok(default);
+            }
+            w.parse::<f32>()
+                .ok()
+                .filter(|x| x.is_finite() && *x >= 0.0)
+                .ok_or_else(|| {
+                    Error::Invalid(format!(
+                        "fusion {s:?}: weight must be a non-negative number"
+                    ))
+                })
+        };
+        match kind {
+            "rrf" => Ok(Fusion::Rrf {
+                dense_weight: weight(1.5)?,
+            }),
+            "convex" => {
+                let w = weight(0.7)?;
+                if w > 1.0 {
+                    return Err(Error::Invalid(format!(
+                        "fusion {s:?}: convex weight must be within 0..1"
+                    )));
+                }
+                Ok(Fusion::Convex { dense_weight: w })
+            }
+            _ => Err(Error::Invalid(format!(
+                "unknown fusion {s:?}: expected rrf[:W] or convex[:W]"
+            ))),
+        }
+    }
+}
 
 impl Engine {
     /// Searches as a principal from the catalog.
@@ -131,7 +181,14 @@ impl Engine {
                 // Fuse deeper lists than asked so that agreement below the cut counts.
                 let depth = (k * 4).max(40);
                 let (l, d) = (lexical(depth)?, dense(depth)?);
-                rrf(&[(&l, 1.0), (&d, DENSE_WEIGHT)], DEFAULT_RRF_K, k)
+                match self.fusion {
+                    Fusion::Rrf { dense_weight } => {
+                        rrf(&[(&l, 1.0), (&d, dense_weight)], DEFAULT_RRF_K, k)
+                    }
+                    Fusion::Convex { dense_weight } => {
+                        convex(&[(&l, 1.0 - dense_weight), (&d, dense_weight)], k)
+                    }
+                }
             }
         })
     }

@@ -1,4 +1,10 @@
-//! Reciprocal-rank fusion (Cormack, Clarke & Büttcher, 2009): `Σ wᵢ / (k + rankᵢ)`.
+//! Fusion of ranked lists.
+//!
+//! - [`rrf`]: reciprocal-rank fusion (Cormack, Clarke & Büttcher, 2009), `Σ wᵢ / (k + rankᵢ)`;
+//!   uses ranks only.
+//! - [`convex`]: a convex combination of min-max normalised scores (Bruch, Gai & Ingber,
+//!   2023, "An Analysis of Fusion Functions for Hybrid Retrieval"), `Σ wᵢ · φᵢ(s)`; uses
+//!   how far apart the scores are, not only their order.
 
 use std::collections::HashMap;
 
@@ -14,6 +20,29 @@ pub fn rrf(lists: &[(&[Scored], f32)], k: f32, limit: usize) -> Vec<Scored> {
     for (list, weight) in lists {
         for (i, hit) in list.iter().enumerate() {
             *acc.entry(hit.seq).or_default() += weight / (k + (i + 1) as f32);
+        }
+    }
+    let mut out: Vec<Scored> = acc
+        .into_iter()
+        .map(|(seq, score)| Scored { seq, score })
+        .collect();
+    out.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.seq.cmp(&b.seq)));
+    out.truncate(limit);
+    out
+}
+
+/// Convex combination of min-max normalised scores. A candidate missing from a list
+/// scores that list's minimum there (normalised to 0). Weights should sum to 1.
+pub fn convex(lists: &[(&[Scored], f32)], limit: usize) -> Vec<Scored> {
+    let mut acc: HashMap<u64, f32> = HashMap::new();
+    for (list, weight) in lists {
+        let (lo, hi) = list.iter().fold((f32::MAX, f32::MIN), |(lo, hi), s| {
+            (lo.min(s.score), hi.max(s.score))
+        });
+        let span = if hi > lo { hi - lo } else { 1.0 };
+        for hit in list.iter() {
+            acc.entry(hit.seq).or_default();
+            *acc.get_mut(&hit.seq).expect("just inserted") += weight * (hit.score - lo) / span;
         }
     }
     let mut out: Vec<Scored> = acc
@@ -41,6 +70,17 @@ mod tests {
         assert_eq!(fused[0].seq, 1);
         assert_eq!(fused[1].seq, 2);
         assert_eq!(fused.len(), 4);
+    }
+
+    #[test]
+    fn convex_uses_score_gaps() {
+        let s = |seq, score| Scored { seq, score };
+        // Lexical barely prefers 1; dense strongly prefers 2.
+        let lex = vec![s(1, 10.0), s(2, 9.9), s(3, 1.0)];
+        let dense = vec![s(2, 0.9), s(1, 0.5), s(3, 0.49)];
+        let fused = convex(&[(&lex, 0.5), (&dense, 0.5)], 3);
+        assert_eq!(fused[0].seq, 2);
+        assert!(fused.iter().all(|f| (0.0..=1.0).contains(&f.score)));
     }
 
     proptest! {
