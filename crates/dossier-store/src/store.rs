@@ -37,8 +37,11 @@ pub struct DocsView {
     pub look_alikes: Vec<(String, LookAlike)>,
     /// Admission sets already computed for this view, by scope. A commit builds a new
     /// view, so a cached set can never outlive the documents it was computed from.
-    admit_cache: Mutex<HashMap<(String, Vec<String>, chrono::NaiveDate), Admit>>,
+    admit_cache: Mutex<HashMap<ScopeKey, Admit>>,
 }
+
+/// What an admission set depends on: tenant, sorted groups, date.
+type ScopeKey = (String, Vec<String>, chrono::NaiveDate);
 
 /// Distinct scopes whose admission sets a view keeps.
 const ADMIT_CACHE_SIZE: usize = 1024;
