@@ -146,6 +146,18 @@ fn store_dir(cli: &Cli) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("dossier-data"))
 }
 
+/// Opens an existing store; only ingest, eval and bench create one.
+fn open_existing(cli: &Cli) -> Result<Engine> {
+    let dir = store_dir(cli);
+    if dossier_engine::dossier_store::Store::read_manifest(&dir)?.is_none() {
+        bail!(
+            "no Dossier store at {} (create one with `dossier ingest`, or pass --store)",
+            dir.display()
+        );
+    }
+    open_with(&dir, &cli.embedder, cli.fusion.as_deref())
+}
+
 fn open_with(dir: &Path, spec: &str, fusion: Option<&str>) -> Result<Engine> {
     let mut engine =
         Engine::open(dir, spec).with_context(|| format!("opening store {}", dir.display()))?;
@@ -215,7 +227,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             })
         }
         Command::Delete { spec, tenant } => {
-            let engine = open_with(&store_dir(cli), &cli.embedder, cli.fusion.as_deref())?;
+            let engine = open_existing(cli)?;
             let removed = engine.delete(spec, tenant.as_deref())?;
             if cli.json {
                 print_json(&serde_json::json!({ "removed": removed }))?;
@@ -232,7 +244,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             mode,
             k,
         } => {
-            let engine = open_with(&store_dir(cli), &cli.embedder, cli.fusion.as_deref())?;
+            let engine = open_existing(cli)?;
             let req = SearchRequest {
                 principal: principal.clone(),
                 query: query.clone(),
@@ -346,7 +358,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Index { action } => {
-            let engine = open_with(&store_dir(cli), &cli.embedder, cli.fusion.as_deref())?;
+            let engine = open_existing(cli)?;
             let store = engine.store();
             let out = match action {
                 IndexAction::Build => {
@@ -370,7 +382,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Status => {
-            let engine = open_with(&store_dir(cli), &cli.embedder, cli.fusion.as_deref())?;
+            let engine = open_existing(cli)?;
             let store = engine.store();
             let view = store.view();
             let m = store.manifest();

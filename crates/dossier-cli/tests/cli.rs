@@ -784,9 +784,15 @@ fn index_generations_build_promote_and_roll_back_while_search_answers() {
 #[test]
 fn unknown_principals_and_bad_requests_fail_cleanly() {
     let store = Store::hash();
-    // A store that has never been ingested into.
+    // No store yet: read commands refuse rather than create an empty one.
     let r = store.run(&["search", "anything", "--as", "ghost"]).fails();
-    assert!(r.stderr.contains("unknown principal ghost"), "{r}");
+    assert!(r.stderr.contains("no Dossier store"), "{r}");
+    let r = store.run(&["status"]).fails();
+    assert!(r.stderr.contains("no Dossier store"), "{r}");
+    assert!(
+        !store.path.join("manifest.json").exists(),
+        "nothing was created"
+    );
 
     let dir = store.input("docs");
     principals(&dir, &[("u1", "t1", &[])]);
@@ -1012,6 +1018,16 @@ fn a_killed_ingest_leaves_a_consistent_store_and_the_next_one_finishes() {
         );
         std::thread::sleep(Duration::from_millis(5));
     }
+    // While the writer holds the catalog, another process is refused cleanly.
+    let r = store.run(&["status"]).fails();
+    assert!(
+        r.stderr.contains("lock") || r.stderr.contains("already open"),
+        "{r}"
+    );
+    assert!(
+        child.try_wait().expect("try_wait").is_none(),
+        "ingest ended before the kill"
+    );
     child.kill().expect("SIGKILL");
     child.wait().expect("reap");
 

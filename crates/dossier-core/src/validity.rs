@@ -120,8 +120,8 @@ pub fn look_alikes(
                     a: x.key(),
                     b: y.key(),
                     reason: format!(
-                        "same title \"{}\" with overlapping effective time and no confirmed supersession",
-                        base_title(&x.title)
+                        "\"{}\" and \"{}\" share a title, overlap in effective time, and no confirmed supersession links them",
+                        x.title, y.title
                     ),
                 });
             }

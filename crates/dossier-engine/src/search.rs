@@ -237,15 +237,15 @@ impl Engine {
             if tenant != &scope.tenant || !visible(&l.a) || !visible(&l.b) {
                 continue;
             }
-            for (hit, other) in [(&l.a, &l.b), (&l.b, &l.a)] {
-                if hit_docs.contains(hit) {
-                    conflicts.push(Conflict {
-                        doc_id: hit.doc_id.clone(),
-                        version: hit.version.clone(),
-                        conflicts_with: other.clone(),
-                        reason: l.reason.clone(),
-                    });
-                }
+            // One entry per pair, named from the side that was hit (a first).
+            let pair = [(&l.a, &l.b), (&l.b, &l.a)];
+            if let Some((hit, other)) = pair.into_iter().find(|(hit, _)| hit_docs.contains(*hit)) {
+                conflicts.push(Conflict {
+                    doc_id: hit.doc_id.clone(),
+                    version: hit.version.clone(),
+                    conflicts_with: other.clone(),
+                    reason: l.reason.clone(),
+                });
             }
         }
         Ok(SearchResponse { hits, conflicts })

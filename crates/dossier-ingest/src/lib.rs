@@ -213,7 +213,10 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>, problems: &mut Vec<Problem>) {
             }
         };
         let path = entry.path();
-        if entry.file_name().to_string_lossy().starts_with('.') {
+        let name = entry.file_name().to_string_lossy().to_ascii_lowercase();
+        // A directory's README describes the directory; it is not one of its documents.
+        // Named explicitly, it is ingested like any other file.
+        if name.starts_with('.') || name == "readme.md" || name == "readme.txt" {
             continue;
         }
         // Symlinked files are followed; symlinked directories are not, so a loop cannot

@@ -21,6 +21,9 @@ pub struct ActivePointer {
     pub active: Option<String>,
     /// Earlier active generations, most recent last.
     pub previous: Vec<String>,
+    /// Generations rolled back from: kept for inspection, never promoted implicitly.
+    #[serde(default)]
+    pub retired: Vec<String>,
 }
 
 /// `gen.json` of one generation.

@@ -309,6 +309,7 @@ impl Store {
         if let Some(old) = ptr.active.replace(name.clone()) {
             ptr.previous.push(old);
         }
+        ptr.retired.retain(|r| r != &name);
         write_pointer(&indexes, &ptr)?;
         let info = g.info("active")?;
         *self.active.write() = Arc::new(g);
@@ -329,14 +330,17 @@ impl Store {
                 "generation {prev} is older than the change log; build a new draft instead"
             )));
         }
-        ptr.active = Some(prev);
+        if let Some(from) = ptr.active.replace(prev) {
+            ptr.retired.push(from);
+        }
         write_pointer(&indexes, &ptr)?;
         let info = g.info("active")?;
         *self.active.write() = Arc::new(g);
         Ok(info)
     }
 
-    /// Every generation with its status: `active`, `previous` (rollback target) or `draft`.
+    /// Every generation with its status: `active`, `previous` (rollback target),
+    /// `retired` (rolled back from) or `draft`.
     pub fn list_generations(&self) -> Result<Vec<GenerationInfo>> {
         let indexes = self.dir.join("indexes");
         let ptr = read_pointer(&indexes)?;
@@ -356,6 +360,8 @@ impl Store {
             }
             let status = if ptr.previous.contains(&n) {
                 "previous"
+            } else if ptr.retired.contains(&n) {
+                "retired"
             } else {
                 "draft"
             };
