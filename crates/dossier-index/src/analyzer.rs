@@ -6,7 +6,8 @@ use std::sync::OnceLock;
 
 use jieba_rs::Jieba;
 use tantivy::tokenizer::{
-    Language, LowerCaser, RemoveLongFilter, Stemmer, TextAnalyzer, Token, TokenStream, Tokenizer,
+    Language, LowerCaser, RemoveLongFilter, Stemmer, StopWordFilter, TextAnalyzer, Token,
+    TokenStream, Tokenizer,
 };
 
 /// Name under which the analyzer is registered in the tantivy index.
@@ -22,6 +23,8 @@ pub fn analyzer() -> TextAnalyzer {
     TextAnalyzer::builder(MixedTokenizer)
         .filter(RemoveLongFilter::limit(48))
         .filter(LowerCaser)
+        // English function words carry no evidence and slow every query down.
+        .filter(StopWordFilter::new(Language::English).expect("tantivy ships English stop words"))
         .filter(Stemmer::new(Language::English))
         .build()
 }
@@ -95,5 +98,6 @@ mod tests {
         assert!(t.contains(&"退货".to_string()), "{t:?}");
         assert!(t.contains(&"payment".to_string()), "{t:?}");
         assert!(t.contains(&"fail".to_string()), "{t:?}");
+        assert!(!terms("the place of birth").contains(&"the".to_string()));
     }
 }
