@@ -149,6 +149,7 @@ impl Generation {
             if do_text {
                 self.bm25.delete(&ch.removed)?;
             }
+            let mut pending = Vec::new();
             catalog.for_each_chunk(Some(&ch.added), &mut |c, v| {
                 if do_text {
                     texts.push(TextDoc {
@@ -158,10 +159,11 @@ impl Generation {
                     });
                 }
                 if do_vec {
-                    vectors.add(c.seq, c.dv, &v)?;
+                    pending.push((c.seq, c.dv, v));
                 }
                 Ok(())
             })?;
+            vectors.add_batch(&pending)?;
             if !texts.is_empty() {
                 self.bm25.add(&texts)?;
                 texts.clear();
@@ -205,6 +207,7 @@ impl Generation {
             )));
         }
         let mut texts = Vec::with_capacity(4096);
+        let mut pending = Vec::with_capacity(4096);
         let mut vectors = self.vectors.write();
         let mut n = 0u64;
         let generation = catalog.for_each_chunk(None, &mut |c, v| {
@@ -213,15 +216,18 @@ impl Generation {
                 dv: c.dv,
                 text: index_text(&c),
             });
-            vectors.add(c.seq, c.dv, &v)?;
+            pending.push((c.seq, c.dv, v));
             if texts.len() == 4096 {
                 self.bm25.add(&texts)?;
+                vectors.add_batch(&pending)?;
                 texts.clear();
+                pending.clear();
             }
             n += 1;
             progress(n);
             Ok(())
         })?;
+        vectors.add_batch(&pending)?;
         self.bm25.add(&texts)?;
         self.bm25.commit(generation)?;
         vectors.save(&self.dir.join("vectors.hnsw"))?;
