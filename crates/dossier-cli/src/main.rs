@@ -25,7 +25,7 @@ struct Cli {
     /// store always uses the embedder it was built with.
     #[arg(long, global = true, env = "DOSSIER_EMBEDDER", default_value = "e5")]
     embedder: String,
-    /// Hybrid fusion: rrf[:DENSE_WEIGHT] (default rrf:1.5) or convex[:DENSE_WEIGHT].
+    /// Hybrid fusion: convex[:DENSE_WEIGHT] (default convex:0.7) or rrf[:DENSE_WEIGHT].
     #[arg(long, global = true, env = "DOSSIER_FUSION")]
     fusion: Option<String>,
     /// Print JSON instead of text.
