@@ -6,6 +6,9 @@
 //! - [`Engine::search`]: principal → [`dossier_core::Scope`] → admission set → filtered
 //!   ranking → hydration that checks scope and validity again → conflicts.
 //! - [`eval`]: Recall@K and MRR over a dataset directory.
+//! - Graph modes (`local`, `graph`) and graph inspection: one [`dossier_graph::TenantGraph`]
+//!   per tenant, built lazily from the catalog and rebuilt when its generation changes;
+//!   every query runs on the caller's view of it (provenance the scope may read).
 //!
 //! **Architecture invariants:**
 //! - A request's identity is a principal id resolved against the ingested principals;
@@ -16,6 +19,7 @@
 //! - Only versions in force at the scope's date are admitted.
 
 pub mod eval;
+mod graph;
 mod ingest;
 mod search;
 
@@ -25,9 +29,11 @@ use dossier_core::{Embedder, Principal};
 use dossier_ingest::IngestOptions;
 use dossier_store::Store;
 
+pub use dossier_graph;
 pub use dossier_store;
 
 pub use ingest::{IngestReport, Progress};
+pub use graph::{GraphEdge, GraphNode, SubgraphJson};
 pub use search::{Conflict, Fusion, Hit, Mode, SearchRequest, SearchResponse};
 
 /// Errors of the engine, split by who can fix them.
@@ -55,6 +61,8 @@ pub struct Engine {
     embedder: Box<dyn Embedder>,
     options: IngestOptions,
     fusion: Fusion,
+    /// Tenant graphs, built on first graph use and rebuilt when the catalog moves on.
+    graphs: graph::GraphCache,
 }
 
 impl Engine {
@@ -77,6 +85,7 @@ impl Engine {
             embedder,
             options: IngestOptions::default(),
             fusion: Fusion::default(),
+            graphs: graph::GraphCache::default(),
         })
     }
 

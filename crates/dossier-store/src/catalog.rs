@@ -129,6 +129,8 @@ pub trait CatalogBackend: Send + Sync {
     fn record(&self, tenant: &str, table: &str, key: &str) -> Result<Option<RecordRow>>;
     /// Number of stored rows per `(tenant, table)`.
     fn record_counts(&self) -> Result<HashMap<(String, String), usize>>;
+    /// Every stored record table with its rows, from one snapshot.
+    fn record_tables(&self) -> Result<Vec<(RecordSchema, Vec<RecordRow>)>>;
     /// Writes `batch` in one transaction and returns what changed.
     fn commit(&self, batch: CommitBatch) -> Result<ChangeSet>;
 }
@@ -295,6 +297,28 @@ impl CatalogBackend for Catalog {
             let mut parts = k.value().split(SEP);
             let (a, b) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
             *out.entry((a.to_string(), b.to_string())).or_default() += 1;
+        }
+        Ok(out)
+    }
+
+    /// Every stored record table with its rows, from one snapshot.
+    fn record_tables(&self) -> Result<Vec<(RecordSchema, Vec<RecordRow>)>> {
+        let rx = self.db.begin_read()?;
+        let (schemas, records) = (rx.open_table(SCHEMAS)?, rx.open_table(RECORDS)?);
+        let mut out: Vec<(RecordSchema, Vec<RecordRow>)> = Vec::new();
+        let mut at: HashMap<String, usize> = HashMap::new();
+        for row in schemas.iter()? {
+            let (k, v) = row?;
+            at.insert(k.value().to_string(), out.len());
+            out.push((serde_json::from_slice(v.value())?, Vec::new()));
+        }
+        for row in records.iter()? {
+            let (k, v) = row?;
+            let mut parts = k.value().split(SEP);
+            let table_key = key(&[parts.next().unwrap_or(""), parts.next().unwrap_or("")]);
+            if let Some(&i) = at.get(&table_key) {
+                out[i].1.push(serde_json::from_slice(v.value())?);
+            }
         }
         Ok(out)
     }
