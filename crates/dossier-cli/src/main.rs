@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use chrono::NaiveDate;
 use clap::{Parser, Subcommand};
-use dossier_engine::{eval, Engine, Mode, Progress, SearchRequest};
+use dossier_engine::{eval, Engine, GraphEdge, Mode, Progress, SearchRequest, SubgraphJson};
 
 #[derive(Parser)]
 #[command(
@@ -57,10 +57,17 @@ enum Command {
         /// Search the versions in force on this date.
         #[arg(long)]
         as_of: Option<NaiveDate>,
+        /// bm25, vector, hybrid, local (query entities → neighbourhood) or graph
+        /// (hybrid fused with graph propagation).
         #[arg(long, default_value = "hybrid")]
         mode: String,
         #[arg(short, default_value_t = 5)]
         k: usize,
+    },
+    /// Inspect the knowledge graph as a principal sees it.
+    Graph {
+        #[command(subcommand)]
+        action: GraphAction,
     },
     /// Retrieval evaluation on a dataset directory (corpus.jsonl + questions.jsonl).
     Eval {
@@ -88,6 +95,55 @@ enum Command {
     Bench {
         #[command(subcommand)]
         action: bench::BenchAction,
+    },
+}
+
+/// Who asks, and as of when.
+#[derive(clap::Args)]
+struct Who {
+    /// Principal id (tenant and groups come from the ingested principals).
+    #[arg(long = "as")]
+    principal: String,
+    /// The business date (default: today).
+    #[arg(long)]
+    now: Option<NaiveDate>,
+    /// Judge versions in force on this date.
+    #[arg(long)]
+    as_of: Option<NaiveDate>,
+}
+
+#[derive(Subcommand)]
+enum GraphAction {
+    /// An entity (by name, alias or id) with its edges.
+    Entity {
+        name: String,
+        #[command(flatten)]
+        who: Who,
+    },
+    /// The neighbourhood of an entity.
+    Neighbors {
+        name: String,
+        #[command(flatten)]
+        who: Who,
+        #[arg(long, default_value_t = 1)]
+        hops: usize,
+    },
+    /// A shortest chain of edges between two entities.
+    Path {
+        a: String,
+        b: String,
+        #[command(flatten)]
+        who: Who,
+        #[arg(long, default_value_t = 4)]
+        max_hops: usize,
+    },
+    /// The whole graph the principal may see.
+    Export {
+        #[command(flatten)]
+        who: Who,
+        /// json or graphml.
+        #[arg(long, default_value = "json")]
+        format: String,
     },
 }
 
@@ -179,6 +235,92 @@ fn modes(s: &str) -> Result<Vec<Mode>> {
     s.split(',')
         .map(|m| m.trim().parse::<Mode>().map_err(Into::into))
         .collect()
+}
+
+fn scope_of(engine: &Engine, who: &Who) -> Result<dossier_core::Scope> {
+    let principal = engine.principal(&who.principal)?;
+    let now = who.now.unwrap_or_else(|| chrono::Local::now().date_naive());
+    Ok(dossier_core::Scope::new(
+        &principal,
+        who.as_of.unwrap_or(now),
+    ))
+}
+
+fn print_edges(edges: &[GraphEdge]) {
+    for e in edges {
+        println!(
+            "{} -[{}]-> {}  ({})",
+            e.from,
+            e.relation,
+            e.to,
+            e.provenance.join(", ")
+        );
+    }
+}
+
+fn print_subgraph(g: &SubgraphJson) {
+    for n in &g.nodes {
+        println!("{} ({:?})", n.name, n.kind);
+    }
+    print_edges(&g.edges);
+}
+
+/// `dossier graph …`: every answer computed from the principal's view of the graph.
+fn graph(cli: &Cli, action: &GraphAction) -> Result<ExitCode> {
+    if let GraphAction::Export { format, .. } = action {
+        if format != "json" && format != "graphml" {
+            bail!("unknown format {format:?}: expected json or graphml");
+        }
+    }
+    let engine = open_existing(cli)?;
+    match action {
+        GraphAction::Entity { name, who } => {
+            let e = engine.graph_entity(&scope_of(&engine, who)?, name)?;
+            if cli.json {
+                print_json(&e)?;
+            } else {
+                println!("{} ({:?})", e.name, e.kind);
+                if !e.aliases.is_empty() {
+                    println!("aliases: {}", e.aliases.join(", "));
+                }
+                println!("sources: {}", e.sources.join(", "));
+                print_edges(&e.edges);
+            }
+        }
+        GraphAction::Neighbors { name, who, hops } => {
+            let g = engine.graph_neighbors(&scope_of(&engine, who)?, name, *hops)?;
+            if cli.json {
+                print_json(&g)?;
+            } else {
+                print_subgraph(&g);
+            }
+        }
+        GraphAction::Path {
+            a,
+            b,
+            who,
+            max_hops,
+        } => {
+            let path = engine.graph_path(&scope_of(&engine, who)?, a, b, *max_hops)?;
+            if cli.json {
+                print_json(&serde_json::json!({ "path": path.unwrap_or_default() }))?;
+            } else {
+                match path {
+                    Some(p) => print_edges(&p),
+                    None => println!("no path from {a} to {b} within {max_hops} hops"),
+                }
+            }
+        }
+        GraphAction::Export { who, format } => {
+            let g = engine.graph_export(&scope_of(&engine, who)?)?;
+            if format == "graphml" {
+                print!("{}", g.to_graphml());
+            } else {
+                print_json(&g)?;
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn main() -> ExitCode {
@@ -284,9 +426,13 @@ fn run(cli: &Cli) -> Result<ExitCode> {
                         c.doc_id, c.version, c.conflicts_with, c.reason
                     );
                 }
+                if let Some(g) = &resp.subgraph {
+                    print_edges(&g.edges);
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Graph { action } => graph(cli, action),
         Command::Eval {
             dataset,
             mode,

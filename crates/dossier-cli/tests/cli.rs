@@ -1103,3 +1103,111 @@ fn a_killed_ingest_leaves_a_consistent_store_and_the_next_one_finishes() {
     let last = (TOTAL - 1) as u64;
     assert_eq!(find(last, "bm25").first(), Some(&format!("p{last:05}")));
 }
+
+/// The shared scenario corpus (shop and acme) in a hash-embedder store: the graph does
+/// not depend on the model.
+fn scenario_store() -> Store {
+    let store = Store::hash();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/scenarios");
+    store.ingest(&root.join("shop"));
+    store.ingest(&root.join("acme"));
+    store
+}
+
+#[test]
+fn graph_commands_answer_only_from_what_the_principal_may_read() {
+    let store = scenario_store();
+    let now = ["--now", "2026-11-30"];
+    let graph = |args: &[&str]| {
+        let mut a = vec!["--json", "graph"];
+        a.extend_from_slice(args);
+        a.extend_from_slice(&now);
+        store.run(&a)
+    };
+
+    let e = graph(&["entity", "pay-gw", "--as", "oncall"]).ok().json();
+    assert_eq!(e["name"], "payment-gateway", "{e}");
+    assert!(e["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|x| x["relation"] == "depends_on" && x["to"] == "risk-engine"));
+
+    // Unknown and invisible read the same.
+    let hidden = graph(&["entity", "pay-gw", "--as", "acme-admin"]).fails();
+    let unknown = graph(&["entity", "no-such-thing", "--as", "acme-admin"]).fails();
+    assert_eq!(hidden.json()["error"], "no entity pay-gw");
+    assert_eq!(unknown.json()["error"], "no entity no-such-thing");
+
+    let p = graph(&["path", "P-204", "E-1", "--as", "zhang"])
+        .ok()
+        .json();
+    let rels: Vec<&str> = p["path"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["relation"].as_str().unwrap())
+        .collect();
+    assert_eq!(rels, ["supplied_by", "affected_by"], "{p}");
+    assert!(p["path"][1]["provenance"][0]
+        .as_str()
+        .unwrap()
+        .starts_with("supplier-notice-S-8@v1#"));
+    let denied = graph(&["path", "P-204", "E-1", "--as", "u7"]).fails();
+    assert_eq!(denied.json()["error"], "no entity E-1");
+
+    let n = graph(&["neighbors", "S-8", "--as", "u7", "--hops", "2"])
+        .ok()
+        .json();
+    let all = n.to_string();
+    assert!(all.contains("P-204") && !all.contains("E-1") && !all.contains("supplier-notice"));
+
+    let x = store
+        .run(&[
+            "graph",
+            "export",
+            "--as",
+            "acme-admin",
+            "--format",
+            "graphml",
+            "--now",
+            "2026-11-30",
+        ])
+        .ok();
+    assert!(x.stdout.starts_with("<?xml") && x.stdout.contains("acme-ledger"));
+    assert!(!x.stdout.contains("payments-core") && !x.stdout.contains("risk-engine"));
+    let j = graph(&["export", "--as", "acme-admin"]).ok().json();
+    assert!(j["nodes"].as_array().is_some_and(|a| !a.is_empty()));
+    graph(&["export", "--as", "acme-admin", "--format", "dot"]).fails();
+}
+
+#[test]
+fn graph_search_modes_add_a_subgraph_and_the_dependencies() {
+    let store = scenario_store();
+    for mode in ["local", "graph"] {
+        let r = store.search_at(
+            "怎么调用支付 API 创建支付单？",
+            "u7",
+            "2026-11-30",
+            &["--mode", mode],
+        );
+        let got = versions(&r);
+        assert!(got.contains(&"api-auth@2.0".to_string()), "{mode}: {got:?}");
+        assert!(
+            !got.contains(&"api-auth@1.0".to_string()),
+            "{mode}: {got:?}"
+        );
+        assert!(r["subgraph"]["edges"].is_array(), "{mode}: {r}");
+
+        let r = store.search_at(
+            "哪些产品受到供应商事件 E-1 影响？",
+            "u7",
+            "2026-11-30",
+            &["--mode", mode],
+        );
+        assert!(!r.to_string().contains("supplier-notice"), "{mode}: {r}");
+    }
+    // The basic modes print no subgraph.
+    let r = store.search_at("支付", "u7", "2026-11-30", &["--mode", "hybrid"]);
+    assert!(r.get("subgraph").is_none(), "{r}");
+}

@@ -32,8 +32,8 @@ use dossier_store::Store;
 pub use dossier_graph;
 pub use dossier_store;
 
-pub use ingest::{IngestReport, Progress};
 pub use graph::{GraphEdge, GraphNode, SubgraphJson};
+pub use ingest::{IngestReport, Progress};
 pub use search::{Conflict, Fusion, Hit, Mode, SearchRequest, SearchResponse};
 
 /// Errors of the engine, split by who can fix them.
@@ -51,6 +51,8 @@ pub enum Error {
     Index(#[from] dossier_index::Error),
     #[error(transparent)]
     Model(#[from] dossier_core::Error),
+    #[error(transparent)]
+    Graph(#[from] dossier_graph::GraphError),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

@@ -8,6 +8,7 @@ use dossier_index::fusion::{convex, rrf, DEFAULT_RRF_K};
 use dossier_index::Scored;
 use serde::{Deserialize, Serialize};
 
+use crate::graph::SubgraphJson;
 use crate::{Engine, Error, Result};
 
 /// Retrieval mode.
@@ -17,17 +18,32 @@ pub enum Mode {
     Bm25,
     Vector,
     Hybrid,
+    /// Entities named in the query → their 1–2 hop neighbourhood in the caller's graph
+    /// view → the chunks that support its edges, ranked by personalised PageRank.
+    Local,
+    /// Hybrid results fused (RRF) with personalised PageRank over the entity–passage
+    /// graph, seeded by query entities and the hybrid hits.
+    Graph,
 }
 
 impl Mode {
+    /// The retrieval basics (what `eval --mode all` runs).
     pub const ALL: [Mode; 3] = [Mode::Bm25, Mode::Vector, Mode::Hybrid];
+    /// The modes that run on the knowledge graph.
+    pub const GRAPH_MODES: [Mode; 2] = [Mode::Local, Mode::Graph];
 
     pub fn name(self) -> &'static str {
         match self {
             Mode::Bm25 => "bm25",
             Mode::Vector => "vector",
             Mode::Hybrid => "hybrid",
+            Mode::Local => "local",
+            Mode::Graph => "graph",
         }
+    }
+
+    pub fn is_graph(self) -> bool {
+        Mode::GRAPH_MODES.contains(&self)
     }
 }
 
@@ -36,10 +52,11 @@ impl std::str::FromStr for Mode {
     fn from_str(s: &str) -> Result<Mode> {
         Mode::ALL
             .into_iter()
+            .chain(Mode::GRAPH_MODES)
             .find(|m| m.name() == s)
             .ok_or_else(|| {
                 Error::Invalid(format!(
-                    "unknown mode {s:?}: expected bm25, vector or hybrid"
+                    "unknown mode {s:?}: expected bm25, vector, hybrid, local or graph"
                 ))
             })
     }
@@ -86,6 +103,9 @@ pub struct Conflict {
 pub struct SearchResponse {
     pub hits: Vec<Hit>,
     pub conflicts: Vec<Conflict>,
+    /// Graph modes: the part of the caller's graph view the answer drew on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subgraph: Option<SubgraphJson>,
 }
 
 /// How hybrid mode fuses the lexical and dense lists.
@@ -160,6 +180,15 @@ impl Engine {
         mode: Mode,
         k: usize,
     ) -> Result<SearchResponse> {
+        if mode.is_graph() {
+            if query.trim().is_empty() {
+                return Err(Error::Invalid("empty query".into()));
+            }
+            let g = self.graph_rank(scope, query, mode, k)?;
+            let mut resp = self.hydrate(scope, &g.ranked, k + g.expansions)?;
+            resp.subgraph = Some(g.subgraph);
+            return Ok(resp);
+        }
         let ranked = self.rank(scope, query, mode, k)?;
         self.hydrate(scope, &ranked, k)
     }
@@ -168,6 +197,9 @@ impl Engine {
     pub fn rank(&self, scope: &Scope, query: &str, mode: Mode, k: usize) -> Result<Vec<Scored>> {
         if query.trim().is_empty() {
             return Err(Error::Invalid("empty query".into()));
+        }
+        if mode.is_graph() {
+            return Ok(self.graph_rank(scope, query, mode, k)?.ranked);
         }
         let admit = self.store.view().admit(scope);
         let generation = self.store.active();
@@ -179,6 +211,7 @@ impl Engine {
         Ok(match mode {
             Mode::Bm25 => lexical(k)?,
             Mode::Vector => dense(k)?,
+            Mode::Local | Mode::Graph => unreachable!("graph modes return above"),
             Mode::Hybrid => {
                 // Fuse deeper lists than asked so that agreement below the cut counts.
                 let depth = (k * 4).max(40);
@@ -250,6 +283,10 @@ impl Engine {
                 });
             }
         }
-        Ok(SearchResponse { hits, conflicts })
+        Ok(SearchResponse {
+            hits,
+            conflicts,
+            subgraph: None,
+        })
     }
 }

@@ -1,0 +1,709 @@
+//! The knowledge graph in the engine: one [`TenantGraph`] per tenant, built from the
+//! catalog on first use and rebuilt when the catalog generation moves on (a commit or a
+//! delete), so nothing derived from a removed source survives; the caller's view of it
+//! (provenance the scope may read); the `local` and `graph` retrieval modes; and the
+//! inspection calls behind `dossier graph`.
+//!
+//! Visibility: a document provenance is readable iff its document version is admitted by
+//! the store's view for the scope (tenant, ACL, in force at `scope.at`); a record-row
+//! provenance iff the table's schema lets the principal read the row. Every query runs
+//! on that view, and every hit is hydrated (checked again) like any other search.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+
+use dossier_core::text::normalize;
+use dossier_core::{Chunk, RecordRow, RecordSchema, Scope};
+use dossier_graph::{
+    declared_records, declared_versions, extract, EntityId, EntityKind, GraphView, Provenance,
+    Subgraph, TenantGraph, TitleTable,
+};
+use dossier_index::fusion::{rrf, DEFAULT_RRF_K};
+use dossier_index::{Admit, Scored};
+use serde::{Deserialize, Serialize};
+
+use crate::{Engine, Error, Mode, Result};
+
+/// PageRank damping and iterations of the graph modes.
+const DAMPING: f32 = 0.85;
+const ITERS: usize = 30;
+/// Query entities kept as seeds (longest names first).
+const MAX_SEEDS: usize = 8;
+/// Hops of the neighbourhood `local` returns.
+const LOCAL_HOPS: usize = 2;
+/// How far DEPENDS_ON is followed from a hit.
+const MAX_DEPENDS_ON_DEPTH: usize = 3;
+
+/// Tenant graphs by tenant, each with the catalog generation it reflects.
+#[derive(Default)]
+pub(crate) struct GraphCache(Mutex<HashMap<String, Arc<TenantState>>>);
+
+/// One tenant's graph and what queries need beside it.
+pub(crate) struct TenantState {
+    generation: u64,
+    graph: TenantGraph,
+    /// chunk id → sequence number, and back to chunk id and document id.
+    chunk_seq: HashMap<String, u64>,
+    seq_chunk: HashMap<u64, (String, String)>,
+    /// Record tables by name: schema and rows by key.
+    tables: HashMap<String, (RecordSchema, HashMap<String, RecordRow>)>,
+    /// Views already computed from this graph, by scope, with the store's document
+    /// view they were judged against (kept alive, so that its address identifies it).
+    views: Mutex<HashMap<ScopeKey, (DocsViewRef, Arc<GraphView>)>>,
+}
+
+/// What a view depends on beside the graph: principal (record owners), groups, date.
+type ScopeKey = (String, Vec<String>, chrono::NaiveDate);
+type DocsViewRef = Arc<dyn std::any::Any + Send + Sync>;
+
+/// Distinct scopes whose views one tenant graph keeps.
+const VIEW_CACHE_SIZE: usize = 256;
+
+fn same(a: &DocsViewRef, b: &DocsViewRef) -> bool {
+    std::ptr::eq(Arc::as_ptr(a) as *const (), Arc::as_ptr(b) as *const ())
+}
+
+/// A node as graph results show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GraphNode {
+    /// The entity key within the tenant.
+    pub id: String,
+    pub name: String,
+    pub kind: EntityKind,
+}
+
+/// An edge as graph results show it: ends by name, provenance as citations (chunk ids,
+/// or `DOC@VERSION` for declared facts without a chunk).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GraphEdge {
+    pub from: String,
+    pub relation: String,
+    pub to: String,
+    pub provenance: Vec<String>,
+}
+
+/// `{"nodes": [...], "edges": [...]}`, always computed from the caller's view.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubgraphJson {
+    pub nodes: Vec<GraphNode>,
+    pub edges: Vec<GraphEdge>,
+}
+
+/// An entity as `dossier graph entity` shows it, with its edges.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EntityReport {
+    pub id: String,
+    pub name: String,
+    pub kind: EntityKind,
+    pub aliases: Vec<String>,
+    pub sources: Vec<String>,
+    pub edges: Vec<GraphEdge>,
+}
+
+impl SubgraphJson {
+    fn from_subgraph(view: &GraphView, s: &Subgraph) -> SubgraphJson {
+        let name = |id: &EntityId| view.entity(id).map_or(id.key.clone(), |e| e.name.clone());
+        SubgraphJson {
+            nodes: s
+                .nodes
+                .iter()
+                .map(|n| GraphNode {
+                    id: n.id.key.clone(),
+                    name: n.name.clone(),
+                    kind: n.kind.clone(),
+                })
+                .collect(),
+            edges: s
+                .edges
+                .iter()
+                .map(|e| GraphEdge {
+                    from: name(&e.from),
+                    relation: e.relation.clone(),
+                    to: name(&e.to),
+                    provenance: e.provenance.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Adds what `other` has that this one lacks.
+    fn merge(&mut self, other: SubgraphJson) {
+        for n in other.nodes {
+            if !self.nodes.iter().any(|m| m.id == n.id) {
+                self.nodes.push(n);
+            }
+        }
+        for e in other.edges {
+            if !self.edges.contains(&e) {
+                self.edges.push(e);
+            }
+        }
+    }
+
+    /// GraphML (nodes keyed by entity key, edges by name of their ends' keys).
+    pub fn to_graphml(&self) -> String {
+        let by_name: HashMap<&str, &str> = self
+            .nodes
+            .iter()
+            .map(|n| (n.name.as_str(), n.id.as_str()))
+            .collect();
+        let id = |name: &str| by_name.get(name).copied().unwrap_or(name).to_string();
+        let mut out = String::from(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\
+             <graphml xmlns=\"http://graphml.graphdrawing.org/xmlns\">\n\
+             \x20 <key id=\"name\" for=\"node\" attr.name=\"name\" attr.type=\"string\"/>\n\
+             \x20 <key id=\"kind\" for=\"node\" attr.name=\"kind\" attr.type=\"string\"/>\n\
+             \x20 <key id=\"relation\" for=\"edge\" attr.name=\"relation\" attr.type=\"string\"/>\n\
+             \x20 <key id=\"provenance\" for=\"edge\" attr.name=\"provenance\" attr.type=\"string\"/>\n\
+             \x20 <graph id=\"G\" edgedefault=\"directed\">\n",
+        );
+        for n in &self.nodes {
+            let kind = serde_json::to_value(&n.kind)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_else(|| format!("{:?}", n.kind));
+            let _ = writeln!(
+                out,
+                "    <node id=\"{}\"><data key=\"name\">{}</data><data key=\"kind\">{}</data></node>",
+                xml(&n.id),
+                xml(&n.name),
+                xml(&kind)
+            );
+        }
+        for e in &self.edges {
+            let _ = writeln!(
+                out,
+                "    <edge source=\"{}\" target=\"{}\"><data key=\"relation\">{}</data><data key=\"provenance\">{}</data></edge>",
+                xml(&id(&e.from)),
+                xml(&id(&e.to)),
+                xml(&e.relation),
+                xml(&e.provenance.join(" "))
+            );
+        }
+        out.push_str("  </graph>\n</graphml>\n");
+        out
+    }
+}
+
+fn xml(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// What a graph-mode ranking found: the ranked chunks (with DEPENDS_ON expansions
+/// appended) and the subgraph it used.
+pub(crate) struct GraphRanked {
+    pub ranked: Vec<Scored>,
+    pub expansions: usize,
+    pub subgraph: SubgraphJson,
+}
+
+impl Engine {
+    /// The graph of `tenant` as of the current catalog generation (built when missing or
+    /// stale).
+    pub(crate) fn tenant_graph(&self, tenant: &str) -> Result<Arc<TenantState>> {
+        let generation = self.store.catalog().generation()?;
+        let mut cache = self.graphs.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = cache.get(tenant).filter(|s| s.generation == generation) {
+            return Ok(s.clone());
+        }
+        let state = Arc::new(self.build_graph(tenant)?);
+        cache.insert(tenant.to_string(), state.clone());
+        Ok(state)
+    }
+
+    /// Reads one tenant's documents, chunks and record tables from the catalog and
+    /// builds its graph. Retried while a commit lands in between, so the generation it
+    /// is labelled with is the one it reflects.
+    fn build_graph(&self, tenant: &str) -> Result<TenantState> {
+        let catalog = self.store.catalog();
+        loop {
+            let before = catalog.generation()?;
+            let entries: Vec<_> = catalog
+                .documents()?
+                .into_iter()
+                .filter(|e| e.meta.tenant == tenant)
+                .collect();
+            let dvs: HashSet<u32> = entries.iter().map(|e| e.dv).collect();
+            let seqs: Vec<u64> = entries.iter().flat_map(|e| e.seqs.clone()).collect();
+            let mut chunks: Vec<Chunk> = Vec::with_capacity(seqs.len());
+            let mut chunk_seq = HashMap::new();
+            let mut seq_chunk = HashMap::new();
+            catalog.for_each_chunk(Some(&seqs), &mut |c, _| {
+                if c.chunk.tenant == tenant && dvs.contains(&c.dv) {
+                    chunk_seq.insert(c.chunk.chunk_id.clone(), c.seq);
+                    seq_chunk.insert(c.seq, (c.chunk.chunk_id.clone(), c.chunk.doc_id.clone()));
+                    chunks.push(c.chunk);
+                }
+                Ok(())
+            })?;
+            let tables: Vec<(RecordSchema, Vec<RecordRow>)> = catalog
+                .record_tables()?
+                .into_iter()
+                .filter(|(s, _)| s.tenant == tenant)
+                .collect();
+            if catalog.generation()? != before {
+                continue;
+            }
+            let versions: Vec<_> = entries.into_iter().map(|e| e.meta).collect();
+            let titles = TitleTable::new(&versions);
+            let mut graph = TenantGraph::new(tenant);
+            graph.add(declared_versions(&versions))?;
+            graph.add(extract(&chunks, &titles))?;
+            for (schema, rows) in &tables {
+                graph.add(declared_records(schema, rows))?;
+            }
+            let tables = tables
+                .into_iter()
+                .map(|(s, rows)| {
+                    let rows = rows.into_iter().map(|r| (r.key.clone(), r)).collect();
+                    (s.table.clone(), (s, rows))
+                })
+                .collect();
+            return Ok(TenantState {
+                generation: before,
+                graph,
+                chunk_seq,
+                seq_chunk,
+                tables,
+                views: Mutex::new(HashMap::new()),
+            });
+        }
+    }
+
+    /// The scope's view of its tenant's graph: only facts whose provenance it may read.
+    pub fn graph_view(&self, scope: &Scope) -> Result<Arc<GraphView>> {
+        Ok(self.scoped_graph(scope)?.1)
+    }
+
+    /// The tenant graph and the scope's view of it, cached by scope for as long as both
+    /// the graph's generation and the store's document view stay the same.
+    fn scoped_graph(&self, scope: &Scope) -> Result<(Arc<TenantState>, Arc<GraphView>)> {
+        let state = self.tenant_graph(&scope.tenant)?;
+        let docs = self.store.view();
+        let docs_ref: DocsViewRef = docs.clone();
+        let mut groups = scope.groups.clone();
+        groups.sort();
+        let key = (scope.principal_id.clone(), groups, scope.at);
+        if let Some((d, v)) = state
+            .views
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
+            if same(d, &docs_ref) {
+                return Ok((state.clone(), v.clone()));
+            }
+        }
+        let may_read = |p: &Provenance| -> bool {
+            if p.tenant != scope.tenant {
+                return false;
+            }
+            match p.record_table() {
+                Some(t) => state.tables.get(t).is_some_and(|(schema, rows)| {
+                    schema.tenant == scope.tenant
+                        && rows.get(&p.version).is_some_and(|r| {
+                            schema.row_readable_by(r, &scope.principal_id, &scope.groups)
+                        })
+                }),
+                None => docs
+                    .find(&p.tenant, &p.doc_id, &p.version)
+                    .is_some_and(|i| docs.admits(i, scope)),
+            }
+        };
+        let view = Arc::new(state.graph.view(&may_read));
+        {
+            let mut views = state.views.lock().unwrap_or_else(|e| e.into_inner());
+            if views.len() >= VIEW_CACHE_SIZE {
+                views.clear();
+            }
+            views.insert(key, (docs_ref, view.clone()));
+        }
+        Ok((state, view))
+    }
+
+    /// Ranks for the `local` and `graph` modes.
+    pub(crate) fn graph_rank(
+        &self,
+        scope: &Scope,
+        query: &str,
+        mode: Mode,
+        k: usize,
+    ) -> Result<GraphRanked> {
+        let (state, view) = self.scoped_graph(scope)?;
+        let seeds = query_entities(&view, query);
+        let depth = (k * 4).max(40);
+        let hybrid = self.rank(scope, query, Mode::Hybrid, depth)?;
+        let hybrid_chunks: Vec<&str> = hybrid
+            .iter()
+            .filter_map(|s| state.seq_chunk.get(&s.seq).map(|(c, _)| c.as_str()))
+            .collect();
+        let to_scored = |scores: &[(String, f32)]| -> Vec<Scored> {
+            scores
+                .iter()
+                .filter_map(|(c, s)| {
+                    Some(Scored {
+                        seq: *state.chunk_seq.get(c)?,
+                        score: *s,
+                    })
+                })
+                .collect()
+        };
+        let mut subgraph = SubgraphJson::default();
+        let ranked = match mode {
+            Mode::Local => {
+                // Seeds: entities named in the query; failing that, the entities the best
+                // lexical/dense passages mention, with those passages.
+                let (entity_seeds, chunk_seeds, hops) = if seeds.is_empty() {
+                    let top: HashSet<&str> = hybrid_chunks.iter().take(3).copied().collect();
+                    let ents: Vec<EntityId> = view
+                        .entities()
+                        .iter()
+                        .filter(|e| e.kind != EntityKind::Version)
+                        .filter(|e| e.sources.iter().any(|s| top.contains(s.as_str())))
+                        .map(|e| e.id.clone())
+                        .collect();
+                    let cs: Vec<(String, f32)> = top.iter().map(|c| (c.to_string(), 1.0)).collect();
+                    (ents, cs, 1)
+                } else {
+                    (seeds.clone(), vec![], LOCAL_HOPS)
+                };
+                for id in &entity_seeds {
+                    subgraph.merge(SubgraphJson::from_subgraph(
+                        &view,
+                        &view.neighbors(id, hops, None),
+                    ));
+                }
+                let mut candidates: HashSet<String> = subgraph
+                    .edges
+                    .iter()
+                    .flat_map(|e| e.provenance.iter().cloned())
+                    .collect();
+                candidates.extend(chunk_seeds.iter().map(|(c, _)| c.clone()));
+                for id in &entity_seeds {
+                    candidates.extend(view.chunks_of(id).into_iter().map(str::to_string));
+                }
+                let weighted: Vec<(EntityId, f32)> =
+                    entity_seeds.iter().map(|e| (e.clone(), 1.0)).collect();
+                let mut scores = view.chunk_scores(&weighted, &chunk_seeds, DAMPING, ITERS);
+                scores.retain(|(c, _)| candidates.contains(c));
+                let mut out = to_scored(&scores);
+                out.truncate(k);
+                out
+            }
+            _ => {
+                for id in &seeds {
+                    subgraph.merge(SubgraphJson::from_subgraph(
+                        &view,
+                        &view.neighbors(id, LOCAL_HOPS, None),
+                    ));
+                }
+                // Hits by reciprocal rank, all of them together weighing one unit.
+                let total: f32 = (1..=hybrid_chunks.len()).map(|i| 1.0 / i as f32).sum();
+                let chunk_seeds: Vec<(String, f32)> = hybrid_chunks
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| (c.to_string(), 1.0 / ((i + 1) as f32 * total.max(1.0))))
+                    .collect();
+                let per_entity = 1.0 / seeds.len().max(1) as f32;
+                let weighted: Vec<(EntityId, f32)> =
+                    seeds.iter().map(|e| (e.clone(), per_entity)).collect();
+                let mut ppr =
+                    to_scored(&view.chunk_scores(&weighted, &chunk_seeds, DAMPING, ITERS));
+                ppr.truncate(depth);
+                rrf(&[(&hybrid, 1.0), (&ppr, 1.0)], DEFAULT_RRF_K, k)
+            }
+        };
+        let expansion = self.depends_on_expansion(scope, &state, &view, query, &ranked)?;
+        let expansions = expansion.len();
+        let mut ranked = ranked;
+        ranked.extend(expansion);
+        Ok(GraphRanked {
+            ranked,
+            expansions,
+            subgraph,
+        })
+    }
+
+    /// For every hit document that `depends_on` another (through an edge the scope may
+    /// read; transitively, up to [`MAX_DEPENDS_ON_DEPTH`]), the best chunk of each
+    /// version of that document in force and visible to the scope, unless a hit already
+    /// comes from that document.
+    fn depends_on_expansion(
+        &self,
+        scope: &Scope,
+        state: &TenantState,
+        view: &GraphView,
+        query: &str,
+        ranked: &[Scored],
+    ) -> Result<Vec<Scored>> {
+        let docs = self.store.view();
+        let mut hit_docs: Vec<&str> = Vec::new();
+        for s in ranked {
+            if let Some((_, d)) = state.seq_chunk.get(&s.seq) {
+                if !hit_docs.contains(&d.as_str()) {
+                    hit_docs.push(d);
+                }
+            }
+        }
+        // Readable `depends_on` edges between documents, followed transitively (a rule
+        // the dependency itself relies on comes too), a few levels deep.
+        let mut edges: HashMap<&str, Vec<&str>> = HashMap::new();
+        for e in view.edges().iter().filter(|e| e.relation == "depends_on") {
+            if let (Some(a), Some(b)) = (
+                e.from.key.strip_prefix("doc:"),
+                e.to.key.strip_prefix("doc:"),
+            ) {
+                edges.entry(a).or_default().push(b);
+            }
+        }
+        let mut seen: HashSet<&str> = hit_docs.iter().copied().collect();
+        let mut deps: Vec<&str> = Vec::new();
+        let mut frontier = hit_docs.clone();
+        for _ in 0..MAX_DEPENDS_ON_DEPTH {
+            let mut next = Vec::new();
+            for d in &frontier {
+                for &dep in edges.get(d).into_iter().flatten() {
+                    if seen.insert(dep) {
+                        next.push(dep);
+                    }
+                }
+            }
+            deps.extend(&next);
+            frontier = next;
+        }
+        let floor = ranked.last().map_or(0.0, |s| s.score * 0.5);
+        let generation = self.store.active();
+        let mut out = Vec::new();
+        for dep in deps {
+            let versions: Vec<usize> = docs
+                .visible_versions(dep, scope)
+                .filter(|&i| docs.entries[i].meta.tenant == scope.tenant)
+                .collect();
+            for i in versions {
+                let entry = &docs.entries[i];
+                let admit = Admit::from_ordinals([entry.dv]);
+                let best = generation
+                    .bm25
+                    .search(query, 1, &admit)?
+                    .into_iter()
+                    .next()
+                    .map(|s| s.seq)
+                    .or_else(|| entry.seqs.first().copied());
+                if let Some(seq) = best {
+                    out.push(Scored { seq, score: floor });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn entity_id(&self, view: &GraphView, name: &str) -> Result<EntityId> {
+        view.resolve(name)
+            .ok_or_else(|| Error::NotFound(format!("no entity {name}")))
+    }
+
+    /// An entity the scope can see, with its edges; unknown and invisible read the same.
+    pub fn graph_entity(&self, scope: &Scope, name: &str) -> Result<EntityReport> {
+        let view = self.graph_view(scope)?;
+        let id = self.entity_id(&view, name)?;
+        let e = view
+            .entity(&id)
+            .ok_or_else(|| Error::NotFound(format!("no entity {name}")))?;
+        let sub = SubgraphJson::from_subgraph(&view, &view.neighbors(&id, 1, None));
+        Ok(EntityReport {
+            id: id.key.clone(),
+            name: e.name.clone(),
+            kind: e.kind.clone(),
+            aliases: e.aliases.clone(),
+            sources: e.sources.clone(),
+            edges: sub.edges,
+        })
+    }
+
+    /// The neighbourhood of an entity within `hops` edges.
+    pub fn graph_neighbors(&self, scope: &Scope, name: &str, hops: usize) -> Result<SubgraphJson> {
+        let view = self.graph_view(scope)?;
+        let id = self.entity_id(&view, name)?;
+        Ok(SubgraphJson::from_subgraph(
+            &view,
+            &view.neighbors(&id, hops, None),
+        ))
+    }
+
+    /// A shortest chain of visible edges from `a` to `b` (at most `max_hops`); `None`
+    /// when there is none.
+    pub fn graph_path(
+        &self,
+        scope: &Scope,
+        a: &str,
+        b: &str,
+        max_hops: usize,
+    ) -> Result<Option<Vec<GraphEdge>>> {
+        let view = self.graph_view(scope)?;
+        let (ia, ib) = (self.entity_id(&view, a)?, self.entity_id(&view, b)?);
+        let name = |id: &EntityId| view.entity(id).map_or(id.key.clone(), |e| e.name.clone());
+        Ok(view.path(&ia, &ib, max_hops).map(|p| {
+            p.iter()
+                .map(|e| GraphEdge {
+                    from: name(&e.from),
+                    relation: e.relation.clone(),
+                    to: name(&e.to),
+                    provenance: e.provenance.clone(),
+                })
+                .collect()
+        }))
+    }
+
+    /// The whole graph as the scope sees it.
+    pub fn graph_export(&self, scope: &Scope) -> Result<SubgraphJson> {
+        let view = self.graph_view(scope)?;
+        let nodes = view
+            .entities()
+            .iter()
+            .map(|e| GraphNode {
+                id: e.id.key.clone(),
+                name: e.name.clone(),
+                kind: e.kind.clone(),
+            })
+            .collect();
+        let names: BTreeMap<&EntityId, &str> = view
+            .entities()
+            .iter()
+            .map(|e| (&e.id, e.name.as_str()))
+            .collect();
+        let edges = view
+            .edges()
+            .iter()
+            .map(|e| {
+                let cites: BTreeSet<String> = e.provenance.iter().map(Provenance::cite).collect();
+                GraphEdge {
+                    from: names
+                        .get(&e.from)
+                        .map_or(e.from.key.clone(), |s| s.to_string()),
+                    relation: e.relation.clone(),
+                    to: names.get(&e.to).map_or(e.to.key.clone(), |s| s.to_string()),
+                    provenance: cites.into_iter().collect(),
+                }
+            })
+            .collect();
+        Ok(SubgraphJson { nodes, edges })
+    }
+}
+
+/// Entities of the view named in the query (name or alias, normalised; names with an
+/// ASCII end only where the query has a word boundary there), longest name first.
+pub(crate) fn query_entities(view: &GraphView, query: &str) -> Vec<EntityId> {
+    let q = NormalizedQuery::new(query);
+    let mut found: Vec<(usize, EntityId)> = Vec::new();
+    for e in view.entities() {
+        if e.kind == EntityKind::Version {
+            continue;
+        }
+        let best = std::iter::once(&e.name)
+            .chain(&e.aliases)
+            .map(|n| normalize(n))
+            .filter(|n| n.chars().count() >= 2 && q.occurs(n))
+            .map(|n| n.chars().count())
+            .max();
+        if let Some(len) = best {
+            found.push((len, e.id.clone()));
+        }
+    }
+    found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    found.truncate(MAX_SEEDS);
+    found.into_iter().map(|(_, id)| id).collect()
+}
+
+/// A query normalised like names are, remembering where the original had a break
+/// (whitespace or punctuation, which normalisation drops).
+struct NormalizedQuery {
+    text: String,
+    /// Byte offsets in `text` with a break (or the start) before them.
+    breaks: HashSet<usize>,
+}
+
+impl NormalizedQuery {
+    fn new(query: &str) -> NormalizedQuery {
+        let mut text = String::new();
+        let mut breaks = HashSet::from([0]);
+        let mut buf = [0u8; 4];
+        for c in query.chars() {
+            let n = normalize(c.encode_utf8(&mut buf));
+            if n.is_empty() {
+                breaks.insert(text.len());
+            }
+            text.push_str(&n);
+        }
+        breaks.insert(text.len());
+        NormalizedQuery { text, breaks }
+    }
+
+    /// Whether `needle` (normalised) occurs without an ASCII letter or digit glued to
+    /// an ASCII end of it (so `e1` is not found in `e10`, but is in `e-1` or `事件e1`).
+    fn occurs(&self, needle: &str) -> bool {
+        let ascii = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+        let hay = &self.text;
+        hay.match_indices(needle).any(|(i, _)| {
+            let j = i + needle.len();
+            let glued_before = !self.breaks.contains(&i)
+                && ascii(needle.chars().next())
+                && ascii(hay[..i].chars().next_back());
+            let glued_after = !self.breaks.contains(&j)
+                && ascii(needle.chars().next_back())
+                && ascii(hay[j..].chars().next());
+            !glued_before && !glued_after
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identifiers_match_only_at_word_boundaries() {
+        let occurs = |q: &str, n: &str| NormalizedQuery::new(q).occurs(n);
+        assert!(occurs("哪些产品受到供应商事件 E-1 影响？", "e1"));
+        assert!(occurs("事件E-1影响", "e1"));
+        assert!(!occurs("事件 E-10 影响", "e1"));
+        assert!(!occurs("type E1", "pee1"));
+        assert!(!occurs("typeE1", "e1"));
+        assert!(occurs("pay-gw 依赖哪些服务？", "paygw"));
+        assert!(occurs("what does pay-gw depend on?", "paygw"));
+        assert!(occurs("what does ＰＡＹ－ＧＷ depend on?", "paygw"));
+        assert!(!occurs("what does pay-gwx depend on?", "paygw"));
+        assert!(occurs("支付网关超时", "支付网关"));
+    }
+
+    #[test]
+    fn graphml_escapes_and_links_by_id() {
+        let s = SubgraphJson {
+            nodes: vec![
+                GraphNode {
+                    id: "a".into(),
+                    name: "A<&>".into(),
+                    kind: EntityKind::Product,
+                },
+                GraphNode {
+                    id: "b".into(),
+                    name: "B".into(),
+                    kind: EntityKind::Supplier,
+                },
+            ],
+            edges: vec![GraphEdge {
+                from: "A<&>".into(),
+                relation: "supplied_by".into(),
+                to: "B".into(),
+                provenance: vec!["doc@1#0".into()],
+            }],
+        };
+        let g = s.to_graphml();
+        assert!(g.contains("A&lt;&amp;&gt;"));
+        assert!(g.contains("<edge source=\"a\" target=\"b\">"));
+        assert!(g.contains("<data key=\"kind\">product</data>"));
+    }
+}
