@@ -25,7 +25,7 @@ struct Cli {
     /// store always uses the embedder it was built with.
     #[arg(long, global = true, env = "DOSSIER_EMBEDDER", default_value = "e5")]
     embedder: String,
-    /// Hybrid fusion: convex[:DENSE_WEIGHT] (default convex:0.7) or rrf[:DENSE_WEIGHT].
+    /// Hybrid fusion: `convex` or `convex:W` (default convex:0.7; W is the dense weight, 0..1), or `rrf` or `rrf:W` (W multiplies the dense ranks).
     #[arg(long, global = true, env = "DOSSIER_FUSION")]
     fusion: Option<String>,
     /// Print JSON instead of text.
