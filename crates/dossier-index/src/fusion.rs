@@ -22,13 +22,7 @@ pub fn rrf(lists: &[(&[Scored], f32)], k: f32, limit: usize) -> Vec<Scored> {
             *acc.entry(hit.seq).or_default() += weight / (k + (i + 1) as f32);
         }
     }
-    let mut out: Vec<Scored> = acc
-        .into_iter()
-        .map(|(seq, score)| Scored { seq, score })
-        .collect();
-    out.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.seq.cmp(&b.seq)));
-    out.truncate(limit);
-    out
+    best_first(acc, limit)
 }
 
 /// Convex combination of min-max normalised scores. A candidate missing from a list
@@ -41,10 +35,15 @@ pub fn convex(lists: &[(&[Scored], f32)], limit: usize) -> Vec<Scored> {
         });
         let span = if hi > lo { hi - lo } else { 1.0 };
         for hit in list.iter() {
-            acc.entry(hit.seq).or_default();
-            *acc.get_mut(&hit.seq).expect("just inserted") += weight * (hit.score - lo) / span;
+            *acc.entry(hit.seq).or_default() += weight * (hit.score - lo) / span;
         }
     }
+    best_first(acc, limit)
+}
+
+/// Accumulated scores, best first; ties break on the smaller sequence number so that
+/// the result does not depend on hash order.
+fn best_first(acc: HashMap<u64, f32>, limit: usize) -> Vec<Scored> {
     let mut out: Vec<Scored> = acc
         .into_iter()
         .map(|(seq, score)| Scored { seq, score })
