@@ -374,6 +374,8 @@ def main() -> int:
         v = subprocess.run([str(binary), "--version"], capture_output=True, text=True)
         dossier_version = v.stdout.strip() or None
     git = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "crates", "Cargo.lock"],
+                           capture_output=True, text=True)
 
     result = {
         "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -389,7 +391,10 @@ def main() -> int:
             "numpy": version("numpy"),
             "dossier_binary": str(binary) if binary else None,
             "dossier_version": dossier_version,
+            "dossier_binary_mtime": (_dt.datetime.fromtimestamp(binary.stat().st_mtime, _dt.timezone.utc)
+                                     .isoformat(timespec="seconds") if binary else None),
             "git_commit": git.stdout.strip() or None,
+            "rust_sources_modified": bool(dirty.stdout.strip()) if dirty.returncode == 0 else None,
         },
         "datasets": [],
     }

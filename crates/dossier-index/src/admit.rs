@@ -7,6 +7,9 @@ use std::sync::Arc;
 pub struct Admit {
     bits: Arc<Vec<u64>>,
     count: usize,
+    /// Set by the caller when the set holds every live document version, so that a text
+    /// search may skip the per-hit filter (and keep tantivy's block-max pruning).
+    everything: bool,
 }
 
 impl Admit {
@@ -26,7 +29,20 @@ impl Admit {
         Admit {
             bits: Arc::new(bits),
             count,
+            everything: false,
         }
+    }
+
+    /// Marks the set as holding every live document version. Only sound when the index
+    /// holds nothing but live versions (BM25 drops removed chunks; HNSW does not, so it
+    /// never takes this shortcut).
+    pub fn covering_everything(mut self, everything: bool) -> Admit {
+        self.everything = everything;
+        self
+    }
+
+    pub fn is_everything(&self) -> bool {
+        self.everything
     }
 
     #[inline]

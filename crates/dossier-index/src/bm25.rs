@@ -170,14 +170,18 @@ impl Bm25Index {
             return Ok(Vec::new());
         }
         let query = BooleanQuery::new(clauses);
-        let admit = admit.clone();
-        let collector = FilterCollector::new(
-            "dv".to_string(),
-            move |dv: u64| admit.contains(dv as u32),
-            TopDocs::with_limit(k).order_by_score(),
-        );
         let searcher = self.reader.searcher();
-        let top = searcher.search(&query, &collector)?;
+        let top = if admit.is_everything() {
+            searcher.search(&query, &TopDocs::with_limit(k).order_by_score())?
+        } else {
+            let admit = admit.clone();
+            let collector = FilterCollector::new(
+                "dv".to_string(),
+                move |dv: u64| admit.contains(dv as u32),
+                TopDocs::with_limit(k).order_by_score(),
+            );
+            searcher.search(&query, &collector)?
+        };
         let mut out = Vec::with_capacity(top.len());
         let mut columns: Vec<Option<tantivy::columnar::Column<u64>>> =
             vec![None; searcher.segment_readers().len()];

@@ -106,11 +106,12 @@ impl DocsView {
         if let Some(a) = self.admit_cache.lock().get(&key) {
             return a.clone();
         }
-        let admit = Admit::from_ordinals(
-            (0..self.entries.len())
-                .filter(|&i| self.admits(i, scope))
-                .map(|i| self.entries[i].dv),
-        );
+        let admitted: Vec<u32> = (0..self.entries.len())
+            .filter(|&i| self.admits(i, scope))
+            .map(|i| self.entries[i].dv)
+            .collect();
+        let everything = admitted.len() == self.entries.len();
+        let admit = Admit::from_ordinals(admitted).covering_everything(everything);
         let mut cache = self.admit_cache.lock();
         if cache.len() >= ADMIT_CACHE_SIZE {
             cache.clear();
