@@ -68,6 +68,9 @@ struct Report {
     disk_bytes: u64,
     peak_rss_bytes: u64,
     queries_per_mode: usize,
+    /// Share of the exact (flat-scan) top-k that the HNSW search returned, under the
+    /// same admission filter, averaged over the queries.
+    vector_recall_vs_exact: f64,
     modes: Vec<ModeLatency>,
 }
 
@@ -299,7 +302,29 @@ pub fn run(json: bool, action: &BenchAction) -> Result<ExitCode> {
             mean_hits: hits as f64 / queries.len() as f64,
         });
     }
+    let (mut found, mut wanted) = (0usize, 0usize);
+    let generation = engine.store().active();
+    let vectors = generation.vectors.read();
+    for (who, q) in &queries {
+        let p = engine.principal(who)?;
+        let scope = dossier_core::Scope::new(&p, now);
+        let admit = engine.store().view().admit(&scope);
+        let qv = engine.embedder().embed_query(q)?;
+        let exact: std::collections::HashSet<u64> = vectors
+            .search_exact(&qv, a.k, &admit)
+            .iter()
+            .map(|s| s.seq)
+            .collect();
+        found += vectors
+            .search(&qv, a.k, &admit)
+            .iter()
+            .filter(|s| exact.contains(&s.seq))
+            .count();
+        wanted += exact.len();
+    }
+    drop(vectors);
     let report = Report {
+        vector_recall_vs_exact: found as f64 / wanted.max(1) as f64,
         chunks: engine.store().catalog().chunk_count()?,
         documents: report_docs,
         dim: a.dim,
@@ -323,6 +348,10 @@ pub fn run(json: bool, action: &BenchAction) -> Result<ExitCode> {
             spec
         );
         println!("generate+commit {:.1}s, index build {:.1}s, open {:.2}s, disk {:.2} GiB, peak RSS {:.2} GiB", gen_secs, build_secs, open_secs, report.disk_bytes as f64 / (1u64 << 30) as f64, report.peak_rss_bytes as f64 / (1u64 << 30) as f64);
+        println!(
+            "HNSW recall@{} against the exact scan under the same filters: {:.3}",
+            a.k, report.vector_recall_vs_exact
+        );
         for m in &report.modes {
             println!(
                 "{:<7} p50 {:>7.2} ms  p99 {:>7.2} ms  ({:.1} hits/query, k={})",

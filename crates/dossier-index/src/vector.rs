@@ -433,6 +433,29 @@ impl HnswIndex {
 
     /// The `k` most similar admitted rows.
     pub fn search(&self, q: &[f32], k: usize, admit: &Admit) -> Vec<Scored> {
+        if self.entry.is_none() || k == 0 || admit.is_empty() {
+            return Vec::new();
+        }
+        let fraction = self.rows.admitted_fraction(admit);
+        // A filter that admits a fraction f of the rows leaves about f·ef admitted
+        // results in a plain candidate list; widen the list to compensate, up to four
+        // times.
+        let base = self.params.ef_search.max(k);
+        let ef = ((base as f32 / fraction.max(f32::EPSILON)).ceil() as usize).min(base * 4);
+        // Cost model in distance computations: the exact scan scores the admitted rows;
+        // the graph search scores about ef · 2M candidates per hop over ~log₂ N hops.
+        // Whichever is cheaper runs; selective filters make the scan win, and it is exact.
+        let admitted_rows = fraction * self.len() as f32;
+        let graph_work = (ef * self.params.m * 2) as f32 * (self.len() as f32).log2();
+        if fraction < self.params.exact_below || self.len() <= 2048 || admitted_rows <= graph_work {
+            return self.rows.exact(q, k, admit);
+        }
+        self.search_graph(q, k, admit)
+    }
+
+    /// The graph search alone, whatever the cost model would choose (tests and
+    /// benchmarks compare it with the exact scan).
+    pub fn search_graph(&self, q: &[f32], k: usize, admit: &Admit) -> Vec<Scored> {
         let Some(mut ep) = self.entry else {
             return Vec::new();
         };
@@ -440,15 +463,11 @@ impl HnswIndex {
             return Vec::new();
         }
         let fraction = self.rows.admitted_fraction(admit);
-        if fraction < self.params.exact_below || self.len() <= 2048 {
-            return self.rows.exact(q, k, admit);
-        }
+        let base = self.params.ef_search.max(k);
+        let ef = ((base as f32 / fraction.max(f32::EPSILON)).ceil() as usize).min(base * 4);
         for layer in (1..=self.top_layer()).rev() {
             ep = self.greedy(q, ep, layer);
         }
-        // A filter that admits a fraction f of the rows leaves about f·ef admitted
-        // results in a plain candidate list; widen the list to compensate.
-        let ef = ((self.params.ef_search.max(k) as f32) / fraction.max(0.05)).ceil() as usize;
         let found = self.search_layer(q, &[ep], ef.min(self.len()), 0, Some(admit));
         self.rows
             .finish(found.into_iter().map(|m| MinSim(m.0, m.1)).collect(), k)
@@ -621,7 +640,7 @@ mod tests {
                 .iter()
                 .map(|s| s.seq)
                 .collect();
-            let got = idx.search(&q, k, admit);
+            let got = idx.search_graph(&q, k, admit);
             for g in &got {
                 assert!(admit.contains(
                     idx.rows.dvs[idx.rows.seqs.iter().position(|&s| s == g.seq).unwrap()]
