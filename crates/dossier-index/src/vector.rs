@@ -437,11 +437,7 @@ impl HnswIndex {
             return Vec::new();
         }
         let fraction = self.rows.admitted_fraction(admit);
-        // A filter that admits a fraction f of the rows leaves about f·ef admitted
-        // results in a plain candidate list; widen the list to compensate, up to four
-        // times.
-        let base = self.params.ef_search.max(k);
-        let ef = ((base as f32 / fraction.max(f32::EPSILON)).ceil() as usize).min(base * 4);
+        let ef = self.filtered_ef(k, fraction);
         // Cost model in distance computations: the exact scan scores the admitted rows;
         // the graph search scores about ef · 2M candidates per hop over ~log₂ N hops.
         // Whichever is cheaper runs; selective filters make the scan win, and it is exact.
@@ -450,21 +446,30 @@ impl HnswIndex {
         if fraction < self.params.exact_below || self.len() <= 2048 || admitted_rows <= graph_work {
             return self.rows.exact(q, k, admit);
         }
-        self.search_graph(q, k, admit)
+        self.walk_graph(q, k, admit, ef)
     }
 
     /// The graph search alone, whatever the cost model would choose (tests and
     /// benchmarks compare it with the exact scan).
     pub fn search_graph(&self, q: &[f32], k: usize, admit: &Admit) -> Vec<Scored> {
+        if self.entry.is_none() || k == 0 || admit.is_empty() {
+            return Vec::new();
+        }
+        let ef = self.filtered_ef(k, self.rows.admitted_fraction(admit));
+        self.walk_graph(q, k, admit, ef)
+    }
+
+    /// A filter that admits a fraction f of the rows leaves about f·ef admitted results
+    /// in a plain candidate list; widen the list to compensate, up to four times.
+    fn filtered_ef(&self, k: usize, fraction: f32) -> usize {
+        let base = self.params.ef_search.max(k);
+        ((base as f32 / fraction.max(f32::EPSILON)).ceil() as usize).min(base * 4)
+    }
+
+    fn walk_graph(&self, q: &[f32], k: usize, admit: &Admit, ef: usize) -> Vec<Scored> {
         let Some(mut ep) = self.entry else {
             return Vec::new();
         };
-        if k == 0 || admit.is_empty() {
-            return Vec::new();
-        }
-        let fraction = self.rows.admitted_fraction(admit);
-        let base = self.params.ef_search.max(k);
-        let ef = ((base as f32 / fraction.max(f32::EPSILON)).ceil() as usize).min(base * 4);
         for layer in (1..=self.top_layer()).rev() {
             ep = self.greedy(q, ep, layer);
         }
