@@ -4,6 +4,8 @@ use std::ffi::{c_char, c_int, c_void, CString};
 use std::path::{Path, PathBuf};
 
 use dossier_core::{Embedder, Error, Result};
+use std::mem::ManuallyDrop;
+
 use libloading::Library;
 use parking_lot::Mutex;
 
@@ -76,9 +78,9 @@ pub struct E5Embedder {
     token_count: TokenCountFn,
     free: FreeFn,
     paths: E5Paths,
-    // Declared last: fields drop after `Drop::drop` has freed the model, so the code
-    // behind the function pointers above stays mapped until then.
-    _lib: Library,
+    // Never unloaded: the engine's OpenMP worker threads outlive every call, and after a
+    // dlclose they would wake into unmapped code (a SIGSEGV seen under load in tests).
+    _lib: ManuallyDrop<Library>,
 }
 
 impl E5Embedder {
@@ -163,7 +165,7 @@ impl E5Embedder {
                 token_count,
                 free,
                 paths,
-                _lib: lib,
+                _lib: ManuallyDrop::new(lib),
             })
         }
     }
@@ -236,7 +238,7 @@ fn calm_openmp() {
 
 impl Drop for E5Embedder {
     fn drop(&mut self) {
-        // SAFETY: the pointer came from e5_load and is freed once; `_lib` is still loaded.
+        // SAFETY: the pointer came from e5_load and is freed once; the library stays loaded.
         unsafe { (self.free)(self.model.get_mut().0) }
     }
 }
