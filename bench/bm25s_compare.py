@@ -4,8 +4,8 @@
 For each dataset directory (corpus.jsonl + questions.jsonl):
   * bm25s indexes title + text of every passage, retrieves the top 10 for every
     question, and the bare `retrieve` call of each single question is timed;
-  * Dossier is run as `dossier --store STORE eval DATASET --mode bm25 -k 5 --json
-    --per-question` and its figures are read back;
+  * Dossier is run as `dossier --store STORE eval DATASET --mode bm25 -k 5 --depth 10
+    --json --per-question` (10 chunks ranked, bm25s's k) and its figures are read back;
   * Recall@5 and MRR@10 are computed for both with the same code here (Dossier's own
     figures are checked against that recomputation).
 
@@ -282,7 +282,7 @@ def run_dossier(binary: Path, dataset: Path, store: Path, questions: list[dict],
         log(f"warning: {store} holds no Dossier store yet: eval will ingest and embed the whole "
             "corpus first (with the e5 embedder that takes many minutes)")
     cmd = [str(binary), "--store", str(store), "eval", str(dataset), "--mode", "bm25", "-k", "5",
-           "--json", "--per-question"]
+           "--depth", str(args.depth), "--json", "--per-question"]
     if args.limit:
         cmd += ["--limit", str(args.limit)]
     log("running: " + " ".join(cmd))
@@ -358,6 +358,9 @@ def main() -> int:
     ap.add_argument("--b", type=float, default=0.75, help="BM25 b (default 0.75, tantivy's)")
     ap.add_argument("--method", default="lucene", help="bm25s scoring variant (default lucene, as tantivy)")
     ap.add_argument("--warmup", type=int, default=20, help="untimed bm25s retrieve calls before timing (default 20)")
+    ap.add_argument("--depth", type=int, default=10,
+                    help="chunks Dossier ranks per question (default 10, bm25s's k; a passage can span "
+                         "several chunks, so this can only lower Dossier's recall)")
     ap.add_argument("--limit", type=int, help="only the first N questions of each dataset (both systems)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON output (default {DEFAULT_OUT.relative_to(REPO)})")
     args = ap.parse_args()

@@ -80,6 +80,9 @@ enum Command {
         /// Only the first N questions.
         #[arg(long)]
         limit: Option<usize>,
+        /// Chunks ranked per question (passages can span several chunks).
+        #[arg(long, default_value_t = 30)]
+        depth: usize,
         /// Include every question's retrieved ids in the JSON.
         #[arg(long)]
         per_question: bool,
@@ -438,6 +441,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             mode,
             k,
             limit,
+            depth,
             per_question,
         } => {
             let modes = modes(mode)?;
@@ -449,7 +453,16 @@ fn run(cli: &Cli) -> Result<ExitCode> {
                 PathBuf::from("evalstores").join(name)
             });
             let engine = open_with(&dir, &cli.embedder, cli.fusion.as_deref())?;
-            let mut report = eval::run(&engine, dataset, &modes, *limit, &mut Bar::new())?;
+            let mut report = eval::run(
+                &engine,
+                dataset,
+                &modes,
+                eval::EvalOptions {
+                    limit: *limit,
+                    depth: *depth,
+                },
+                &mut Bar::new(),
+            )?;
             if !per_question {
                 for m in &mut report.modes {
                     m.per_question.clear();
@@ -459,6 +472,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
                 if report.modes.len() == 1 {
                     let mut v = serde_json::to_value(&report.modes[0])?;
                     v["dataset"] = serde_json::json!(report.dataset);
+                    v["depth"] = serde_json::json!(report.depth);
                     v["ingest"] = serde_json::to_value(&report.ingest)?;
                     print_json(&v)?;
                 } else {

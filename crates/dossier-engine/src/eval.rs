@@ -62,6 +62,8 @@ pub struct ModeReport {
 #[derive(Debug, Clone, Serialize)]
 pub struct EvalReport {
     pub dataset: String,
+    /// Chunks ranked per question.
+    pub depth: usize,
     pub ingest: IngestReport,
     pub modes: Vec<ModeReport>,
 }
@@ -85,14 +87,36 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[i]
 }
 
+/// How an evaluation run asks its questions.
+#[derive(Debug, Clone, Copy)]
+pub struct EvalOptions {
+    /// Only the first N questions.
+    pub limit: Option<usize>,
+    /// Chunks ranked per question. Passages can span several chunks, so the ranking
+    /// goes deeper than the 10 passages scored; a depth of 10 can only lower recall@10.
+    pub depth: usize,
+}
+
+impl Default for EvalOptions {
+    fn default() -> Self {
+        EvalOptions {
+            limit: None,
+            depth: 30,
+        }
+    }
+}
+
 /// Runs the dataset in `dir` in each mode, in one run.
 pub fn run(
     engine: &Engine,
     dir: &Path,
     modes: &[Mode],
-    limit: Option<usize>,
+    options: EvalOptions,
     progress: &mut dyn Progress,
 ) -> Result<EvalReport> {
+    if options.depth == 0 {
+        return Err(Error::Invalid("eval depth must be at least 1".into()));
+    }
     let corpus = dir.join("corpus.jsonl");
     let qpath = dir.join("questions.jsonl");
     for p in [&corpus, &qpath] {
@@ -117,7 +141,7 @@ pub fn run(
             .map_err(|e| Error::Invalid(format!("{}:{}: {e}", qpath.display(), i + 1)))?;
         questions.push(q);
     }
-    if let Some(n) = limit {
+    if let Some(n) = options.limit {
         questions.truncate(n);
     }
     let scope = Scope {
@@ -135,10 +159,10 @@ pub fn run(
         let (mut r2, mut r5, mut r10, mut mrr) = (0.0, 0.0, 0.0, 0.0);
         for q in &questions {
             let t = Instant::now();
-            // Passages can span several chunks: fetch deeper and keep each passage once.
-            let ranked = engine.rank(&scope, &q.question, mode, 30)?;
+            // Passages can span several chunks: rank deeper and keep each passage once.
+            let ranked = engine.rank(&scope, &q.question, mode, options.depth)?;
             rank_lat.push(t.elapsed().as_secs_f64() * 1000.0);
-            let resp = engine.hydrate(&scope, &ranked, 30)?;
+            let resp = engine.hydrate(&scope, &ranked, options.depth)?;
             lat.push(t.elapsed().as_secs_f64() * 1000.0);
             let mut seen = HashSet::new();
             let retrieved: Vec<String> = resp
@@ -187,6 +211,7 @@ pub fn run(
     }
     Ok(EvalReport {
         dataset: dir.display().to_string(),
+        depth: options.depth,
         ingest,
         modes: reports,
     })

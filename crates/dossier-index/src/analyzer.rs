@@ -31,13 +31,20 @@ pub fn analyzer() -> TextAnalyzer {
 
 /// Runs the analyzer and returns the terms, for building queries.
 pub fn terms(text: &str) -> Vec<String> {
-    let mut a = analyzer();
-    let mut stream = a.token_stream(text);
-    let mut out = Vec::new();
-    while let Some(t) = stream.next() {
-        out.push(t.text.clone());
+    thread_local! {
+        // Building the analyzer (stop-word set, stemmer) costs as much as analysing a
+        // short query; each thread keeps one.
+        static ANALYZER_FOR_QUERIES: std::cell::RefCell<TextAnalyzer> =
+            std::cell::RefCell::new(analyzer());
     }
-    out
+    ANALYZER_FOR_QUERIES.with_borrow_mut(|a| {
+        let mut stream = a.token_stream(text);
+        let mut out = Vec::new();
+        while let Some(t) = stream.next() {
+            out.push(t.text.clone());
+        }
+        out
+    })
 }
 
 #[derive(Clone)]
