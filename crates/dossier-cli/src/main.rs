@@ -1,6 +1,7 @@
 //! `dossier`: the command line. Glue only: parsing, printing, exit codes.
 
 mod bench;
+mod review;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -91,6 +92,11 @@ enum Command {
     Index {
         #[command(subcommand)]
         action: IndexAction,
+    },
+    /// The review queue: supersession and merge candidates, each with its sources.
+    Review {
+        #[command(subcommand)]
+        action: review::ReviewAction,
     },
     /// What the store holds.
     Status,
@@ -436,6 +442,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Graph { action } => graph(cli, action),
+        Command::Review { action } => review::run(&open_existing(cli)?, action, cli.json),
         Command::Eval {
             dataset,
             mode,

@@ -10,6 +10,7 @@
 pub mod doc;
 pub mod error;
 pub mod record;
+pub mod review;
 pub mod scope;
 pub mod text;
 pub mod validity;

@@ -5,7 +5,7 @@
 //! version). Recency or similarity never ends a version; unconfirmed look-alikes are
 //! reported as conflicts instead (see [`look_alikes`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
@@ -43,6 +43,15 @@ impl Validity {
 /// supersessions among `versions`. A supersession that names a version not in the
 /// set is ignored (it cannot end anything).
 pub fn plan_validity(versions: &[DocumentVersion]) -> HashMap<VersionRef, Validity> {
+    plan_validity_with(versions, &[])
+}
+
+/// [`plan_validity`] with supersessions confirmed outside the documents' own front
+/// matter — approvals in the review queue — as `(newer, older)` pairs.
+pub fn plan_validity_with(
+    versions: &[DocumentVersion],
+    approved: &[(VersionRef, VersionRef)],
+) -> HashMap<VersionRef, Validity> {
     let mut out: HashMap<VersionRef, Validity> = versions
         .iter()
         .map(|v| {
@@ -55,15 +64,24 @@ pub fn plan_validity(versions: &[DocumentVersion]) -> HashMap<VersionRef, Validi
             )
         })
         .collect();
-    for v in versions {
-        let Some(old) = &v.supersedes else { continue };
-        if old == &v.key() {
+    let starts: HashMap<VersionRef, Option<NaiveDate>> = versions
+        .iter()
+        .map(|v| (v.key(), v.effective_from))
+        .collect();
+    let declared = versions
+        .iter()
+        .filter_map(|v| Some((v.key(), v.supersedes.clone()?)));
+    for (newer, old) in declared.chain(approved.iter().cloned()) {
+        if old == newer {
             continue;
         }
-        if let Some(val) = out.get_mut(old) {
+        let Some(&start) = starts.get(&newer) else {
+            continue;
+        };
+        if let Some(val) = out.get_mut(&old) {
             // The successor's start ends the old version; with no start date the
             // successor has always been in force, so the old version never was.
-            let end = v.effective_from.unwrap_or(NaiveDate::MIN);
+            let end = start.unwrap_or(NaiveDate::MIN);
             val.to = Some(val.to.map_or(end, |t| t.min(end)));
         }
     }
@@ -81,10 +99,12 @@ pub struct LookAlike {
 
 /// Finds look-alike pairs: different document ids, same tenant and kb, the same base
 /// title (titles compared after normalisation, with bracketed qualifiers removed), and
-/// overlapping validity. Pairs linked by a confirmed supersession are not conflicts.
+/// overlapping validity. Pairs linked by a confirmed supersession are not conflicts,
+/// nor are pairs a reviewer has settled (`settled`: document-id pairs, either order).
 pub fn look_alikes(
     versions: &[DocumentVersion],
     validity: &HashMap<VersionRef, Validity>,
+    settled: &HashSet<(String, String)>,
 ) -> Vec<LookAlike> {
     let mut by_title: HashMap<(String, Option<String>, String), Vec<&DocumentVersion>> =
         HashMap::new();
@@ -107,7 +127,9 @@ pub fn look_alikes(
                     continue;
                 }
                 let linked = a.supersedes.as_ref().is_some_and(|s| s.doc_id == b.doc_id)
-                    || b.supersedes.as_ref().is_some_and(|s| s.doc_id == a.doc_id);
+                    || b.supersedes.as_ref().is_some_and(|s| s.doc_id == a.doc_id)
+                    || settled.contains(&(a.doc_id.clone(), b.doc_id.clone()))
+                    || settled.contains(&(b.doc_id.clone(), a.doc_id.clone()));
                 let (va, vb) = (
                     validity.get(&a.key()).copied().unwrap_or_default(),
                     validity.get(&b.key()).copied().unwrap_or_default(),
@@ -191,8 +213,28 @@ mod tests {
         let mut c = version("other", "1", "2026-06-01", None);
         c.title = "P-204 无线耳机产品说明".into();
         let vs = vec![a, b, c];
-        let found = look_alikes(&vs, &plan_validity(&vs));
+        let found = look_alikes(&vs, &plan_validity(&vs), &HashSet::new());
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].b.doc_id, "api-auth-mtls-draft");
+    }
+
+    #[test]
+    fn an_approved_supersession_ends_the_older_look_alike_and_settles_the_conflict() {
+        let mut a = version("api-auth", "2.0", "2026-04-01", None);
+        a.title = "API 认证说明".into();
+        let mut b = version("api-auth-mtls-draft", "0.9", "2026-06-01", None);
+        b.title = "API 认证说明（草案）".into();
+        let vs = vec![a.clone(), b.clone()];
+        let plan = plan_validity_with(&vs, &[(b.key(), a.key())]);
+        assert!(plan[&a.key()].in_force(d("2026-05-31")));
+        assert!(!plan[&a.key()].in_force(d("2026-06-01")));
+        assert!(plan[&b.key()].in_force(d("2026-06-01")));
+        let settled = HashSet::from([(b.doc_id.clone(), a.doc_id.clone())]);
+        assert!(look_alikes(&vs, &plan, &settled).is_empty());
+        // Unsettled, the same pair is a conflict (validity from the documents alone).
+        assert_eq!(
+            look_alikes(&vs, &plan_validity(&vs), &HashSet::new()).len(),
+            1
+        );
     }
 }

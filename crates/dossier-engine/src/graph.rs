@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 
+use dossier_core::review::{Subject, Verdict};
 use dossier_core::text::normalize;
 use dossier_core::{Chunk, RecordRow, RecordSchema, Scope};
 use dossier_graph::{
@@ -42,9 +43,9 @@ pub(crate) struct GraphCache(Mutex<HashMap<String, Arc<TenantState>>>);
 /// One tenant's graph and what queries need beside it.
 pub(crate) struct TenantState {
     generation: u64,
-    graph: TenantGraph,
+    pub(crate) graph: TenantGraph,
     /// chunk id → sequence number, and back to chunk id and document id.
-    chunk_seq: HashMap<String, u64>,
+    pub(crate) chunk_seq: HashMap<String, u64>,
     seq_chunk: HashMap<u64, (String, String)>,
     /// Record tables by name: schema and rows by key.
     tables: HashMap<String, (RecordSchema, HashMap<String, RecordRow>)>,
@@ -255,6 +256,18 @@ impl Engine {
             graph.add(extract(&chunks, &titles))?;
             for (schema, rows) in &tables {
                 graph.add(declared_records(schema, rows))?;
+            }
+            for d in catalog.decisions()? {
+                if let (Subject::Merge { alias, canonical }, Verdict::Approved) =
+                    (&d.subject, d.verdict)
+                {
+                    if d.tenant != tenant {
+                        continue;
+                    }
+                    let reason = format!("approved in review {} by {}: {}", d.id, d.by, d.note);
+                    // A name can be gone with a deleted source; then nothing is merged.
+                    let _ = graph.resolver_mut().merge(alias, canonical, &reason);
+                }
             }
             let tables = tables
                 .into_iter()

@@ -21,6 +21,7 @@
 pub mod eval;
 mod graph;
 mod ingest;
+pub mod review;
 mod search;
 
 use std::path::Path;

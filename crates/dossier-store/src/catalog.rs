@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use dossier_core::review::Decision;
 use dossier_core::{Chunk, DocumentVersion, Principal, RecordRow, RecordSchema};
 use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
 use serde::{Deserialize, Serialize};
@@ -25,6 +26,8 @@ const PRINCIPALS: TableDefinition<&str, &[u8]> = TableDefinition::new("principal
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 /// generation → [`ChangeSet`] (JSON): what each commit added and removed.
 const CHANGES: TableDefinition<u64, &[u8]> = TableDefinition::new("changes");
+/// `tenant␟candidate id` → [`Decision`] (JSON): review-queue decisions.
+const REVIEWS: TableDefinition<&str, &[u8]> = TableDefinition::new("reviews");
 
 const SEP: char = '\u{1f}';
 
@@ -74,6 +77,8 @@ pub struct CommitBatch {
     pub principals: Vec<Principal>,
     /// `(tenant, doc_id, version)`; `None` version removes every version.
     pub deletes: Vec<(String, String, Option<String>)>,
+    /// Review decisions; a later decision on the same candidate replaces the earlier.
+    pub decisions: Vec<Decision>,
 }
 
 impl CommitBatch {
@@ -82,6 +87,7 @@ impl CommitBatch {
             && self.tables.is_empty()
             && self.principals.is_empty()
             && self.deletes.is_empty()
+            && self.decisions.is_empty()
     }
 }
 
@@ -131,6 +137,8 @@ pub trait CatalogBackend: Send + Sync {
     fn record_counts(&self) -> Result<HashMap<(String, String), usize>>;
     /// Every stored record table with its rows, from one snapshot.
     fn record_tables(&self) -> Result<Vec<(RecordSchema, Vec<RecordRow>)>>;
+    /// Every review decision.
+    fn decisions(&self) -> Result<Vec<Decision>>;
     /// Writes `batch` in one transaction and returns what changed.
     fn commit(&self, batch: CommitBatch) -> Result<ChangeSet>;
 }
@@ -148,6 +156,7 @@ impl Catalog {
             tx.open_table(PRINCIPALS)?;
             tx.open_table(META)?;
             tx.open_table(CHANGES)?;
+            tx.open_table(REVIEWS)?;
         }
         tx.commit()?;
         Ok(Catalog { db })
@@ -323,6 +332,16 @@ impl CatalogBackend for Catalog {
         Ok(out)
     }
 
+    fn decisions(&self) -> Result<Vec<Decision>> {
+        let rx = self.db.begin_read()?;
+        let t = rx.open_table(REVIEWS)?;
+        let mut out = Vec::new();
+        for row in t.iter()? {
+            out.push(serde_json::from_slice(row?.1.value())?);
+        }
+        Ok(out)
+    }
+
     /// Writes `batch` in one transaction and returns what changed. Documents whose
     /// tenant, id, version and digest are already stored must be filtered out by the
     /// caller; a stored version with another digest is replaced.
@@ -449,6 +468,11 @@ impl CatalogBackend for Catalog {
             let mut principals = tx.open_table(PRINCIPALS)?;
             for p in batch.principals {
                 principals.insert(p.id.as_str(), serde_json::to_vec(&p)?.as_slice())?;
+            }
+            let mut reviews = tx.open_table(REVIEWS)?;
+            for d in batch.decisions {
+                let k = key(&[&d.tenant, &d.id]);
+                reviews.insert(k.as_str(), serde_json::to_vec(&d)?.as_slice())?;
             }
 
             change.generation = generation;

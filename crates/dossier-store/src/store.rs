@@ -1,12 +1,13 @@
 //! The store facade: manifest, catalog, active index generation and the in-memory
 //! view of document versions that scope filters are computed from.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use dossier_core::validity::{look_alikes, plan_validity, LookAlike, Validity};
-use dossier_core::{DocumentVersion, Scope};
+use dossier_core::review::{Decision, Subject};
+use dossier_core::validity::{look_alikes, plan_validity_with, LookAlike, Validity};
+use dossier_core::{DocumentVersion, Scope, VersionRef};
 use dossier_index::Admit;
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
@@ -47,7 +48,10 @@ type ScopeKey = (String, Vec<String>, chrono::NaiveDate);
 const ADMIT_CACHE_SIZE: usize = 1024;
 
 impl DocsView {
-    fn build(entries: Vec<DocEntry>) -> DocsView {
+    /// Validity and conflicts of `entries`, with the review queue's `decisions`: an
+    /// approved supersession ends the older version like a declared one; an approved or
+    /// rejected look-alike pair is no longer a conflict.
+    fn build(entries: Vec<DocEntry>, decisions: &[Decision]) -> DocsView {
         let mut by_tenant: HashMap<&str, Vec<DocumentVersion>> = HashMap::new();
         for e in &entries {
             by_tenant
@@ -58,9 +62,22 @@ impl DocsView {
         let mut plans = HashMap::new();
         let mut conflicts = Vec::new();
         for (tenant, versions) in &by_tenant {
-            let plan = plan_validity(versions);
+            let mine = || decisions.iter().filter(|d| d.tenant == *tenant);
+            let approved: Vec<(VersionRef, VersionRef)> = mine()
+                .filter_map(|d| d.confirmed_supersession())
+                .map(|(n, o)| (n.clone(), o.clone()))
+                .collect();
+            let settled: HashSet<(String, String)> = mine()
+                .filter_map(|d| match &d.subject {
+                    Subject::Supersession { newer, older } => {
+                        Some((newer.doc_id.clone(), older.doc_id.clone()))
+                    }
+                    _ => None,
+                })
+                .collect();
+            let plan = plan_validity_with(versions, &approved);
             conflicts.extend(
-                look_alikes(versions, &plan)
+                look_alikes(versions, &plan, &settled)
                     .into_iter()
                     .map(|l| (tenant.to_string(), l)),
             );
@@ -218,7 +235,7 @@ impl Store {
         };
         ptr.active = Some(active.name.clone());
         write_pointer(&indexes, &ptr)?;
-        let view = DocsView::build(catalog.documents()?);
+        let view = DocsView::build(catalog.documents()?, &catalog.decisions()?);
         Ok(Store {
             dir: dir.to_path_buf(),
             manifest,
@@ -258,7 +275,10 @@ impl Store {
     pub fn commit(&self, batch: CommitBatch) -> Result<ChangeSet> {
         let change = self.catalog.commit(batch)?;
         self.active().catch_up(self.catalog.as_ref())?;
-        *self.view.write() = Arc::new(DocsView::build(self.catalog.documents()?));
+        *self.view.write() = Arc::new(DocsView::build(
+            self.catalog.documents()?,
+            &self.catalog.decisions()?,
+        ));
         Ok(change)
     }
 
