@@ -58,8 +58,9 @@ enum Command {
         /// Search the versions in force on this date.
         #[arg(long)]
         as_of: Option<NaiveDate>,
-        /// bm25, vector, hybrid, local (query entities → neighbourhood) or graph
-        /// (hybrid fused with graph propagation).
+        /// bm25, vector, hybrid, local (query entities → neighbourhood), graph (hybrid
+        /// fused with graph propagation), global (community reports) or drift (local +
+        /// community context).
         #[arg(long, default_value = "hybrid")]
         mode: String,
         #[arg(short, default_value_t = 5)]
@@ -145,6 +146,11 @@ enum GraphAction {
         who: Who,
         #[arg(long, default_value_t = 4)]
         max_hops: usize,
+    },
+    /// The community reports the principal may see, each with its lineage.
+    Reports {
+        #[command(flatten)]
+        who: Who,
     },
     /// The whole graph the principal may see.
     Export {
@@ -255,6 +261,20 @@ fn scope_of(engine: &Engine, who: &Who) -> Result<dossier_core::Scope> {
     ))
 }
 
+fn print_report(r: &dossier_engine::ReportJson) {
+    println!(
+        "report {} (level {}, {} entities): {}",
+        r.community_id,
+        r.level,
+        r.entities.len(),
+        r.title
+    );
+    for c in &r.summary {
+        println!("    - {} [{}]", c.text.replace('\n', " "), c.chunk_id);
+    }
+    println!("    built from: {}", r.source_documents.join(", "));
+}
+
 fn print_edges(edges: &[GraphEdge]) {
     for e in edges {
         println!(
@@ -294,6 +314,18 @@ fn graph(cli: &Cli, action: &GraphAction) -> Result<ExitCode> {
                 }
                 println!("sources: {}", e.sources.join(", "));
                 print_edges(&e.edges);
+            }
+        }
+        GraphAction::Reports { who } => {
+            let reports = engine.community_reports(&scope_of(&engine, who)?)?;
+            if cli.json {
+                print_json(&serde_json::json!({ "reports": reports }))?;
+            } else if reports.is_empty() {
+                println!("no community reports");
+            } else {
+                for r in &reports {
+                    print_report(r);
+                }
             }
         }
         GraphAction::Neighbors { name, who, hops } => {
@@ -437,6 +469,9 @@ fn run(cli: &Cli) -> Result<ExitCode> {
                 }
                 if let Some(g) = &resp.subgraph {
                     print_edges(&g.edges);
+                }
+                for r in resp.reports.iter().flatten() {
+                    print_report(r);
                 }
             }
             Ok(ExitCode::SUCCESS)

@@ -24,6 +24,7 @@ use dossier_index::fusion::{rrf, DEFAULT_RRF_K};
 use dossier_index::{Admit, Scored};
 use serde::{Deserialize, Serialize};
 
+use crate::global::{ReportJson, ReportSet};
 use crate::{Engine, Error, Mode, Result};
 
 /// PageRank damping and iterations of the graph modes.
@@ -46,13 +47,17 @@ pub(crate) struct TenantState {
     pub(crate) graph: TenantGraph,
     /// chunk id → sequence number, and back to chunk id and document id.
     pub(crate) chunk_seq: HashMap<String, u64>,
-    seq_chunk: HashMap<u64, (String, String)>,
+    pub(crate) seq_chunk: HashMap<u64, (String, String)>,
     /// Record tables by name: schema and rows by key.
     tables: HashMap<String, (RecordSchema, HashMap<String, RecordRow>)>,
     /// Views already computed from this graph, by scope, with the store's document
     /// view they were judged against (kept alive, so that its address identifies it).
     views: Mutex<HashMap<ScopeKey, (DocsViewRef, Arc<GraphView>)>>,
+    /// Community reports by view (keyed by the view's address; the view is kept alive).
+    pub(crate) reports: Mutex<ReportCache>,
 }
+
+pub(crate) type ReportCache = HashMap<usize, (Arc<GraphView>, Arc<ReportSet>)>;
 
 /// What a view depends on beside the graph: principal (record owners), groups, date.
 type ScopeKey = (String, Vec<String>, chrono::NaiveDate);
@@ -129,7 +134,7 @@ impl SubgraphJson {
     }
 
     /// Adds what `other` has that this one lacks.
-    fn merge(&mut self, other: SubgraphJson) {
+    pub(crate) fn merge(&mut self, other: SubgraphJson) {
         for n in other.nodes {
             if !self.nodes.iter().any(|m| m.id == n.id) {
                 self.nodes.push(n);
@@ -200,6 +205,8 @@ pub(crate) struct GraphRanked {
     pub ranked: Vec<Scored>,
     pub expansions: usize,
     pub subgraph: SubgraphJson,
+    /// `global` and `drift`: the community reports drawn on.
+    pub reports: Vec<ReportJson>,
 }
 
 impl Engine {
@@ -283,6 +290,7 @@ impl Engine {
                 seq_chunk,
                 tables,
                 views: Mutex::new(HashMap::new()),
+                reports: Mutex::new(HashMap::new()),
             });
         }
     }
@@ -294,7 +302,7 @@ impl Engine {
 
     /// The tenant graph and the scope's view of it, cached by scope for as long as both
     /// the graph's generation and the store's document view stay the same.
-    fn scoped_graph(&self, scope: &Scope) -> Result<(Arc<TenantState>, Arc<GraphView>)> {
+    pub(crate) fn scoped_graph(&self, scope: &Scope) -> Result<(Arc<TenantState>, Arc<GraphView>)> {
         let state = self.tenant_graph(&scope.tenant)?;
         let docs = self.store.view();
         let docs_ref: DocsViewRef = docs.clone();
@@ -366,48 +374,72 @@ impl Engine {
                 .collect()
         };
         let mut subgraph = SubgraphJson::default();
-        let ranked = match mode {
-            Mode::Local => {
-                // Seeds: entities named in the query; failing that, the entities the best
-                // lexical/dense passages mention, with those passages.
-                let (entity_seeds, chunk_seeds, hops) = if seeds.is_empty() {
-                    let top: HashSet<&str> = hybrid_chunks.iter().take(3).copied().collect();
-                    let ents: Vec<EntityId> = view
-                        .entities()
-                        .iter()
-                        .filter(|e| e.kind != EntityKind::Version)
-                        .filter(|e| e.sources.iter().any(|s| top.contains(s.as_str())))
-                        .map(|e| e.id.clone())
-                        .collect();
-                    let cs: Vec<(String, f32)> = top.iter().map(|c| (c.to_string(), 1.0)).collect();
-                    (ents, cs, 1)
-                } else {
-                    (seeds.clone(), vec![], LOCAL_HOPS)
-                };
-                for id in &entity_seeds {
-                    subgraph.merge(SubgraphJson::from_subgraph(
-                        &view,
-                        &view.neighbors(id, hops, None),
-                    ));
-                }
-                let mut candidates: HashSet<String> = subgraph
-                    .edges
+        let mut reports = Vec::new();
+        let local = |subgraph: &mut SubgraphJson| -> Vec<Scored> {
+            // Seeds: entities named in the query; failing that, the entities the best
+            // lexical/dense passages mention, with those passages.
+            let (entity_seeds, chunk_seeds, hops) = if seeds.is_empty() {
+                let top: HashSet<&str> = hybrid_chunks.iter().take(3).copied().collect();
+                let ents: Vec<EntityId> = view
+                    .entities()
                     .iter()
-                    .flat_map(|e| e.provenance.iter().cloned())
+                    .filter(|e| e.kind != EntityKind::Version)
+                    .filter(|e| e.sources.iter().any(|s| top.contains(s.as_str())))
+                    .map(|e| e.id.clone())
                     .collect();
-                candidates.extend(chunk_seeds.iter().map(|(c, _)| c.clone()));
-                for id in &entity_seeds {
-                    candidates.extend(view.chunks_of(id).into_iter().map(str::to_string));
-                }
-                let weighted: Vec<(EntityId, f32)> =
-                    entity_seeds.iter().map(|e| (e.clone(), 1.0)).collect();
-                let mut scores = view.chunk_scores(&weighted, &chunk_seeds, DAMPING, ITERS);
-                scores.retain(|(c, _)| candidates.contains(c));
-                let mut out = to_scored(&scores);
-                out.truncate(k);
-                out
+                let cs: Vec<(String, f32)> = top.iter().map(|c| (c.to_string(), 1.0)).collect();
+                (ents, cs, 1)
+            } else {
+                (seeds.clone(), vec![], LOCAL_HOPS)
+            };
+            for id in &entity_seeds {
+                subgraph.merge(SubgraphJson::from_subgraph(
+                    &view,
+                    &view.neighbors(id, hops, None),
+                ));
             }
-            _ => {
+            let mut candidates: HashSet<String> = subgraph
+                .edges
+                .iter()
+                .flat_map(|e| e.provenance.iter().cloned())
+                .collect();
+            candidates.extend(chunk_seeds.iter().map(|(c, _)| c.clone()));
+            for id in &entity_seeds {
+                candidates.extend(view.chunks_of(id).into_iter().map(str::to_string));
+            }
+            let weighted: Vec<(EntityId, f32)> =
+                entity_seeds.iter().map(|e| (e.clone(), 1.0)).collect();
+            let mut scores = view.chunk_scores(&weighted, &chunk_seeds, DAMPING, ITERS);
+            scores.retain(|(c, _)| candidates.contains(c));
+            let mut out = to_scored(&scores);
+            out.truncate(k);
+            out
+        };
+        let ranked = match mode {
+            Mode::Local => local(&mut subgraph),
+            Mode::Global | Mode::Drift => {
+                let r = self.report_rank(&state, &view, query, mode, &hybrid_chunks, k)?;
+                reports = r.reports;
+                subgraph.merge(subgraph_among(&view, &|id| r.entities.contains(id)));
+                if mode == Mode::Global {
+                    // No report touches the query: the hybrid hits, rather than nothing.
+                    let mut out = if r.ranked.is_empty() {
+                        hybrid.clone()
+                    } else {
+                        r.ranked
+                    };
+                    out.truncate(k);
+                    out
+                } else {
+                    let l = local(&mut subgraph);
+                    rrf(
+                        &[(&l, 1.0), (&r.ranked, 1.0), (&hybrid, 1.0)],
+                        DEFAULT_RRF_K,
+                        k,
+                    )
+                }
+            }
+            Mode::Graph | Mode::Bm25 | Mode::Vector | Mode::Hybrid => {
                 for id in &seeds {
                     subgraph.merge(SubgraphJson::from_subgraph(
                         &view,
@@ -438,6 +470,7 @@ impl Engine {
             ranked,
             expansions,
             subgraph,
+            reports,
         })
     }
 
@@ -574,37 +607,44 @@ impl Engine {
     /// The whole graph as the scope sees it.
     pub fn graph_export(&self, scope: &Scope) -> Result<SubgraphJson> {
         let view = self.graph_view(scope)?;
-        let nodes = view
-            .entities()
-            .iter()
-            .map(|e| GraphNode {
-                id: e.id.key.clone(),
-                name: e.name.clone(),
-                kind: e.kind.clone(),
-            })
-            .collect();
-        let names: BTreeMap<&EntityId, &str> = view
-            .entities()
-            .iter()
-            .map(|e| (&e.id, e.name.as_str()))
-            .collect();
-        let edges = view
-            .edges()
-            .iter()
-            .map(|e| {
-                let cites: BTreeSet<String> = e.provenance.iter().map(Provenance::cite).collect();
-                GraphEdge {
-                    from: names
-                        .get(&e.from)
-                        .map_or(e.from.key.clone(), |s| s.to_string()),
-                    relation: e.relation.clone(),
-                    to: names.get(&e.to).map_or(e.to.key.clone(), |s| s.to_string()),
-                    provenance: cites.into_iter().collect(),
-                }
-            })
-            .collect();
-        Ok(SubgraphJson { nodes, edges })
+        Ok(subgraph_among(&view, &|_| true))
     }
+}
+
+/// The entities of `view` that `keep` accepts and the edges between them, with each
+/// edge's provenance as citations.
+pub(crate) fn subgraph_among(view: &GraphView, keep: &dyn Fn(&EntityId) -> bool) -> SubgraphJson {
+    let names: BTreeMap<&EntityId, &str> = view
+        .entities()
+        .iter()
+        .filter(|e| keep(&e.id))
+        .map(|e| (&e.id, e.name.as_str()))
+        .collect();
+    let nodes = view
+        .entities()
+        .iter()
+        .filter(|e| names.contains_key(&e.id))
+        .map(|e| GraphNode {
+            id: e.id.key.clone(),
+            name: e.name.clone(),
+            kind: e.kind.clone(),
+        })
+        .collect();
+    let edges = view
+        .edges()
+        .iter()
+        .filter_map(|e| {
+            let (from, to) = (names.get(&e.from)?, names.get(&e.to)?);
+            let cites: BTreeSet<String> = e.provenance.iter().map(Provenance::cite).collect();
+            Some(GraphEdge {
+                from: from.to_string(),
+                relation: e.relation.clone(),
+                to: to.to_string(),
+                provenance: cites.into_iter().collect(),
+            })
+        })
+        .collect();
+    SubgraphJson { nodes, edges }
 }
 
 /// Entities of the view named in the query (name or alias, normalised; names with an

@@ -19,6 +19,7 @@
 //! - Only versions in force at the scope's date are admitted.
 
 pub mod eval;
+mod global;
 mod graph;
 mod ingest;
 pub mod review;
@@ -33,6 +34,7 @@ use dossier_store::Store;
 pub use dossier_graph;
 pub use dossier_store;
 
+pub use global::ReportJson;
 pub use graph::{GraphEdge, GraphNode, SubgraphJson};
 pub use ingest::{IngestReport, Progress};
 pub use search::{Conflict, Fusion, Hit, Mode, SearchRequest, SearchResponse};

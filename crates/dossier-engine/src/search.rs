@@ -8,6 +8,7 @@ use dossier_index::fusion::{convex, rrf, DEFAULT_RRF_K};
 use dossier_index::Scored;
 use serde::{Deserialize, Serialize};
 
+use crate::global::ReportJson;
 use crate::graph::SubgraphJson;
 use crate::{Engine, Error, Result};
 
@@ -24,13 +25,19 @@ pub enum Mode {
     /// Hybrid results fused (RRF) with personalised PageRank over the entity–passage
     /// graph, seeded by query entities and the hybrid hits.
     Graph,
+    /// Community reports ranked against the query, map-reduced into their source
+    /// chunks; the reports come with the hits.
+    Global,
+    /// `local` fused with community context (the reports of the communities holding
+    /// the query's entities) and hybrid hits.
+    Drift,
 }
 
 impl Mode {
     /// The retrieval basics (what `eval --mode all` runs).
     pub const ALL: [Mode; 3] = [Mode::Bm25, Mode::Vector, Mode::Hybrid];
     /// The modes that run on the knowledge graph.
-    pub const GRAPH_MODES: [Mode; 2] = [Mode::Local, Mode::Graph];
+    pub const GRAPH_MODES: [Mode; 4] = [Mode::Local, Mode::Graph, Mode::Global, Mode::Drift];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -39,6 +46,8 @@ impl Mode {
             Mode::Hybrid => "hybrid",
             Mode::Local => "local",
             Mode::Graph => "graph",
+            Mode::Global => "global",
+            Mode::Drift => "drift",
         }
     }
 
@@ -56,7 +65,7 @@ impl std::str::FromStr for Mode {
             .find(|m| m.name() == s)
             .ok_or_else(|| {
                 Error::Invalid(format!(
-                    "unknown mode {s:?}: expected bm25, vector, hybrid, local or graph"
+                    "unknown mode {s:?}: expected bm25, vector, hybrid, local, graph, global or drift"
                 ))
             })
     }
@@ -106,6 +115,9 @@ pub struct SearchResponse {
     /// Graph modes: the part of the caller's graph view the answer drew on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subgraph: Option<SubgraphJson>,
+    /// `global` and `drift`: the community reports drawn on, each with its lineage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reports: Option<Vec<ReportJson>>,
 }
 
 /// How hybrid mode fuses the lexical and dense lists.
@@ -187,6 +199,9 @@ impl Engine {
             let g = self.graph_rank(scope, query, mode, k)?;
             let mut resp = self.hydrate(scope, &g.ranked, k + g.expansions)?;
             resp.subgraph = Some(g.subgraph);
+            if matches!(mode, Mode::Global | Mode::Drift) {
+                resp.reports = Some(g.reports);
+            }
             return Ok(resp);
         }
         let ranked = self.rank(scope, query, mode, k)?;
@@ -211,7 +226,9 @@ impl Engine {
         Ok(match mode {
             Mode::Bm25 => lexical(k)?,
             Mode::Vector => dense(k)?,
-            Mode::Local | Mode::Graph => unreachable!("graph modes return above"),
+            Mode::Local | Mode::Graph | Mode::Global | Mode::Drift => {
+                unreachable!("graph modes return above")
+            }
             Mode::Hybrid => {
                 // Fuse deeper lists than asked so that agreement below the cut counts.
                 let depth = (k * 4).max(40);
@@ -287,6 +304,7 @@ impl Engine {
             hits,
             conflicts,
             subgraph: None,
+            reports: None,
         })
     }
 }

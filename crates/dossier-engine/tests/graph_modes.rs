@@ -2,6 +2,7 @@
 //! model: DEPENDS_ON expansion, supplier events by principal, aliases, tenants, and
 //! deletes that leave no edge behind.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -70,7 +71,7 @@ fn mode_names_parse() {
     for m in Mode::ALL.into_iter().chain(Mode::GRAPH_MODES) {
         assert_eq!(m.name().parse::<Mode>().unwrap(), m);
     }
-    assert!(matches!("global".parse::<Mode>(), Err(Error::Invalid(_))));
+    assert!(matches!("globe".parse::<Mode>(), Err(Error::Invalid(_))));
 }
 
 #[test]
@@ -254,6 +255,73 @@ fn export_and_graphml_hold_only_visible_provenance() {
 }
 
 #[test]
+fn global_mode_answers_from_community_reports_that_trace_back_to_sources() {
+    let r = search("oncall", "支付相关的主要稳定性风险有哪些？", Mode::Global);
+    let reports = r.reports.expect("global returns the reports it used");
+    assert!(!reports.is_empty());
+    let oncall = scope(engine(), "oncall");
+    let mut cited_chunks = HashSet::new();
+    for rep in &reports {
+        assert!(!rep.sources.is_empty(), "{rep:?}");
+        assert!(!rep.source_documents.is_empty(), "{rep:?}");
+        for line in &rep.summary {
+            assert!(rep.sources.contains(&line.chunk_id), "{rep:?}");
+            cited_chunks.insert(line.chunk_id.clone());
+        }
+        // Lineage chunks are real chunks the principal may read.
+        for d in &rep.source_documents {
+            let (doc, _) = d.rsplit_once('@').unwrap();
+            assert!(
+                engine().graph_entity(&oncall, doc).is_ok(),
+                "{d} is not visible to oncall"
+            );
+        }
+    }
+    assert!(
+        reports.iter().any(|rep| rep
+            .source_documents
+            .iter()
+            .any(|d| d.starts_with("incident-4821@"))),
+        "{reports:?}"
+    );
+    assert!(
+        r.hits.iter().any(|h| h.doc_id == "incident-4821"),
+        "{:?}",
+        r.hits
+    );
+    // Hits come from what the reports cite (plus DEPENDS_ON expansions).
+    assert!(r.hits.iter().any(|h| cited_chunks.contains(&h.chunk_id)));
+
+    // A customer's reports are built only from what the customer may read.
+    let u7 = scope(engine(), "u7");
+    for rep in engine().community_reports(&u7).unwrap() {
+        for d in &rep.source_documents {
+            assert!(
+                ![
+                    "supplier-notice-S-8",
+                    "incident-4821",
+                    "risk-alerts-2026-11"
+                ]
+                .iter()
+                .any(|x| d.starts_with(&format!("{x}@"))),
+                "u7 got a report built from {d}"
+            );
+        }
+        let text: String = rep.summary.iter().map(|l| l.text.as_str()).collect();
+        assert!(!text.contains("E-1") && !text.contains("RA-77"), "{rep:?}");
+    }
+}
+
+#[test]
+fn drift_mixes_the_neighbourhood_with_community_context() {
+    let r = search("zhang", E1, Mode::Drift);
+    assert!(r.reports.as_ref().is_some_and(|v| !v.is_empty()));
+    let s = r.subgraph.unwrap();
+    assert!(has_edge(&s, "S-8", "affected_by", "E-1"), "{s:?}");
+    assert!(r.hits.iter().any(|h| h.doc_id == "supplier-notice-S-8"));
+}
+
+#[test]
 fn deleting_a_source_removes_every_edge_it_supported() {
     let (_dir, engine) = open_ingested();
     let zhang = scope(&engine, "zhang");
@@ -268,7 +336,45 @@ fn deleting_a_source_removes_every_edge_it_supported() {
             .count()
     };
     assert!(from_notice(&engine.graph_export(&zhang).unwrap()) > 0);
+    let notice_text = engine
+        .search(&SearchRequest {
+            principal: "zhang".into(),
+            query: E1.into(),
+            mode: Mode::Bm25,
+            k: 20,
+            now: date(NOW),
+            as_of: None,
+        })
+        .unwrap()
+        .hits
+        .into_iter()
+        .filter(|h| h.doc_id == "supplier-notice-S-8")
+        .map(|h| h.text)
+        .collect::<Vec<_>>()
+        .join("\n");
+    let built_from_notice = |reports: &[dossier_engine::ReportJson]| {
+        reports
+            .iter()
+            .filter(|r| {
+                r.source_documents
+                    .iter()
+                    .any(|d| d.starts_with("supplier-notice-S-8@"))
+                    || r.sources
+                        .iter()
+                        .any(|c| c.starts_with("supplier-notice-S-8@"))
+                    || r.summary
+                        .iter()
+                        .any(|l| notice_text.contains(l.text.as_str()))
+            })
+            .count()
+    };
+    assert!(built_from_notice(&engine.community_reports(&zhang).unwrap()) > 0);
     engine.delete("supplier-notice-S-8", None).unwrap();
+    // Every report built from the notice is gone; none keeps its text.
+    assert_eq!(
+        built_from_notice(&engine.community_reports(&zhang).unwrap()),
+        0
+    );
     let after = engine.graph_export(&zhang).unwrap();
     assert_eq!(from_notice(&after), 0, "{after:?}");
     assert!(!has_edge(&after, "S-8", "affected_by", "E-1"));
@@ -281,6 +387,11 @@ fn deleting_a_source_removes_every_edge_it_supported() {
         assert!(r.hits.iter().all(|h| h.doc_id != "supplier-notice-S-8"));
         let s = r.subgraph.unwrap();
         assert_eq!(from_notice(&s), 0, "{mode:?}: {s:?}");
+        assert_eq!(
+            built_from_notice(r.reports.as_deref().unwrap_or(&[])),
+            0,
+            "{mode:?}"
+        );
     }
     // The graph follows the catalog the other way too: ingesting the notice again
     // brings its edges back (the cached graph is rebuilt on the new generation).
@@ -435,6 +546,11 @@ mod property {
                         prop_assert!(allowed.contains(&cited(c)), "{:?} edge {:?} cites {}", mode, e, c);
                     }
                 }
+                for rep in r.reports.iter().flatten() {
+                    for c in &rep.sources {
+                        prop_assert!(allowed.contains(&cited(c)), "{:?} report {} built from {}", mode, rep.community_id, c);
+                    }
+                }
                 // A hit's dependency with a version in force for the scope is there too.
                 let hit_docs: HashSet<&str> = hits.iter().map(|(d, _)| d.as_str()).collect();
                 for m in metas.iter().filter(|m| m.tenant == tenant && hits.contains(&(m.doc_id.clone(), m.version.clone()))) {
@@ -443,6 +559,17 @@ mod property {
                             prop_assert!(hit_docs.contains(dep.as_str()), "{:?}: {}@{} depends on {}: {:?}", mode, m.doc_id, m.version, dep, hits);
                         }
                     }
+                }
+            }
+            // Every community report the principal gets is built from sources it may read,
+            // and every sentence of it comes from its lineage.
+            let scope = dossier_core::Scope::new(&engine.principal(&format!("p{who}")).unwrap(), at);
+            for rep in engine.community_reports(&scope).unwrap() {
+                for c in &rep.sources {
+                    prop_assert!(allowed.contains(&cited(c)), "report {} built from {}", rep.community_id, c);
+                }
+                for line in &rep.summary {
+                    prop_assert!(rep.sources.contains(&line.chunk_id), "{:?}", rep);
                 }
             }
         }
