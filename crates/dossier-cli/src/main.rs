@@ -515,6 +515,9 @@ fn run(cli: &Cli) -> Result<ExitCode> {
                     let mut v = serde_json::to_value(&report.modes[0])?;
                     v["dataset"] = serde_json::json!(report.dataset);
                     v["depth"] = serde_json::json!(report.depth);
+                    if let Some(g) = &report.graph_build {
+                        v["graph_build"] = serde_json::to_value(g)?;
+                    }
                     v["ingest"] = serde_json::to_value(&report.ingest)?;
                     print_json(&v)?;
                 } else {
@@ -528,6 +531,12 @@ fn run(cli: &Cli) -> Result<ExitCode> {
                     report.ingest.documents_added,
                     report.ingest.documents_unchanged
                 );
+                if let Some(g) = &report.graph_build {
+                    println!(
+                        "graph: {} entities, {} relations, {} community reports; built in {:.2} s (view {:.2} s, communities + reports {:.2} s)",
+                        g.entities, g.relations, g.reports, g.graph_s, g.view_s, g.communities_and_reports_s
+                    );
+                }
                 println!(
                     "{:<8} {:>9} {:>9} {:>10} {:>7} {:>8} {:>8} {:>13}",
                     "mode",

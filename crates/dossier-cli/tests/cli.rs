@@ -1184,7 +1184,7 @@ fn graph_commands_answer_only_from_what_the_principal_may_read() {
 #[test]
 fn graph_search_modes_add_a_subgraph_and_the_dependencies() {
     let store = scenario_store();
-    for mode in ["local", "graph"] {
+    for mode in ["local", "graph", "global", "drift"] {
         let r = store.search_at(
             "怎么调用支付 API 创建支付单？",
             "u7",
@@ -1210,4 +1210,102 @@ fn graph_search_modes_add_a_subgraph_and_the_dependencies() {
     // The basic modes print no subgraph.
     let r = store.search_at("支付", "u7", "2026-11-30", &["--mode", "hybrid"]);
     assert!(r.get("subgraph").is_none(), "{r}");
+}
+
+#[test]
+fn global_search_and_graph_reports_show_reports_with_lineage() {
+    let store = scenario_store();
+    let r = store.search_at(
+        "支付相关的主要稳定性风险有哪些？",
+        "oncall",
+        "2026-11-30",
+        &["--mode", "global"],
+    );
+    let reports = r["reports"].as_array().expect("global prints reports");
+    assert!(!reports.is_empty(), "{r}");
+    for rep in reports {
+        let sources: Vec<&str> = rep["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap())
+            .collect();
+        for line in rep["summary"].as_array().unwrap() {
+            assert!(
+                sources.contains(&line["chunk_id"].as_str().unwrap()),
+                "{rep}"
+            );
+        }
+    }
+    let listed = store
+        .run(&[
+            "--json",
+            "graph",
+            "reports",
+            "--as",
+            "u7",
+            "--now",
+            "2026-11-30",
+        ])
+        .ok()
+        .json();
+    let all = listed["reports"].to_string();
+    assert!(
+        !all.contains("supplier-notice") && !all.contains("incident-4821"),
+        "{listed}"
+    );
+    let text = store
+        .run(&["graph", "reports", "--as", "oncall", "--now", "2026-11-30"])
+        .ok();
+    assert!(text.stdout.contains("built from:"), "{text}");
+}
+
+#[test]
+fn review_queue_lists_shows_and_records_decisions() {
+    let store = scenario_store();
+    let list = store.run(&["--json", "review", "list"]).ok().json();
+    let items = list["candidates"].as_array().unwrap();
+    let sup = items
+        .iter()
+        .find(|i| i["subject"]["kind"] == "supersession")
+        .unwrap_or_else(|| panic!("{list}"));
+    let id = sup["id"].as_str().unwrap();
+    let shown = store.run(&["review", "show", id]).ok();
+    assert!(
+        shown.stdout.contains("api-auth@2.0") && shown.stdout.contains("OAuth"),
+        "{shown}"
+    );
+
+    // A decision needs a reviewer; none given and none in the environment: refused.
+    let mut c = store.command(&["review", "approve", id]);
+    let out = c.env_remove("DOSSIER_REVIEWER").output().unwrap();
+    assert!(!out.status.success());
+
+    let d = store
+        .run(&[
+            "--json", "review", "approve", id, "--by", "alice", "--note", "R-9",
+        ])
+        .ok()
+        .json();
+    assert_eq!(d["verdict"], "approved");
+    assert_eq!(d["by"], "alice");
+    let r = store.search_at(
+        "API 认证方式",
+        "u7",
+        "2026-11-30",
+        &["--mode", "bm25", "-k", "20"],
+    );
+    assert!(!versions(&r).contains(&"api-auth@2.0".to_string()), "{r}");
+    assert_eq!(r["conflicts"], Value::Array(vec![]), "{r}");
+    let open = store.run(&["--json", "review", "list"]).ok().json();
+    assert!(!open.to_string().contains(id), "{open}");
+    let all = store
+        .run(&["--json", "review", "list", "--all"])
+        .ok()
+        .json();
+    assert!(
+        all.to_string().contains(id) && all.to_string().contains("approved"),
+        "{all}"
+    );
+    store.run(&["review", "show", "sup-000000000000"]).fails();
 }

@@ -34,7 +34,7 @@ use dossier_store::Store;
 pub use dossier_graph;
 pub use dossier_store;
 
-pub use global::ReportJson;
+pub use global::{GraphBuildStats, ReportJson};
 pub use graph::{GraphEdge, GraphNode, SubgraphJson};
 pub use ingest::{IngestReport, Progress};
 pub use search::{Conflict, Fusion, Hit, Mode, SearchRequest, SearchResponse};
