@@ -313,7 +313,7 @@ def run_dossier(binary: Path, dataset: Path, store: Path, questions: list[dict],
     if not out["metrics_agree"]:
         log(f"warning: Dossier's figures {[(k, report.get(k)) for k in mine]} differ from the recomputation {mine}")
     out["latency_measures"] = ("Dossier eval, timed inside the binary, no warm-up. latency_*: the whole search "
-                               "per question (Engine::rank(question, bm25, 30) then Engine::hydrate): query "
+                               f"per question (Engine::rank(question, bm25, {args.depth}) then Engine::hydrate): query "
                                "analysis, scope/ACL admission filter, tantivy BM25, hydration of the hits from "
                                "the catalog. rank_*: Engine::rank alone (analysis, admission filter, BM25), "
                                "no hydration")

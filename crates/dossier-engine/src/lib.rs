@@ -18,6 +18,7 @@
 //!   unknown document reads exactly like a forbidden one.
 //! - Only versions in force at the scope's date are admitted.
 
+mod access;
 pub mod eval;
 mod global;
 mod graph;
@@ -34,6 +35,7 @@ use dossier_store::Store;
 pub use dossier_graph;
 pub use dossier_store;
 
+pub use access::{key_shape, RecordLookup, TableInfo};
 pub use global::{GraphBuildStats, ReportJson};
 pub use graph::{GraphEdge, GraphNode, SubgraphJson};
 pub use ingest::{IngestReport, Progress};

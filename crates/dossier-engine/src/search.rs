@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use chrono::NaiveDate;
 use dossier_core::{Scope, VersionRef};
 use dossier_index::fusion::{convex, rrf, DEFAULT_RRF_K};
-use dossier_index::Scored;
+use dossier_index::{Admit, Scored};
 use serde::{Deserialize, Serialize};
 
 use crate::global::ReportJson;
@@ -217,11 +217,22 @@ impl Engine {
             return Ok(self.graph_rank(scope, query, mode, k)?.ranked);
         }
         let admit = self.store.view().admit(scope);
+        self.rank_admitted(query, mode, k, &admit)
+    }
+
+    /// Ranks in a basic mode under an admission set the caller computed from a scope.
+    pub(crate) fn rank_admitted(
+        &self,
+        query: &str,
+        mode: Mode,
+        k: usize,
+        admit: &Admit,
+    ) -> Result<Vec<Scored>> {
         let generation = self.store.active();
-        let lexical = |n| generation.bm25.search(query, n, &admit);
+        let lexical = |n| generation.bm25.search(query, n, admit);
         let dense = |n| -> Result<Vec<Scored>> {
             let q = self.embedder.embed_query(query)?;
-            Ok(generation.vectors.read().search(&q, n, &admit))
+            Ok(generation.vectors.read().search(&q, n, admit))
         };
         Ok(match mode {
             Mode::Bm25 => lexical(k)?,

@@ -1,0 +1,121 @@
+//! Scoped access for callers that act on a principal's behalf (the agent): searches
+//! restricted to named documents, record lookups, and the record tables' shapes.
+//!
+//! Record lookups tell the program apart "missing" from "forbidden" so that an audit
+//! trace can keep the difference; whoever answers the caller must show both the same.
+
+use std::collections::{BTreeSet, HashSet};
+
+use dossier_core::{RecordRow, RecordSchema, Scope};
+use dossier_index::Admit;
+
+use crate::graph::query_entities;
+use crate::{Engine, GraphNode, Mode, Result, SearchResponse};
+
+/// What a record lookup found. Only the program sees the difference between the
+/// last two.
+#[derive(Debug, Clone)]
+pub enum RecordLookup {
+    Found {
+        schema: RecordSchema,
+        row: RecordRow,
+    },
+    Missing,
+    Forbidden,
+}
+
+/// A record table as the program may know it: its schema and the shapes of its keys
+/// (letters kept, digits as `9`: `A123` → `A999`), so that an identifier in a question
+/// can be routed to the table it belongs to without listing any row.
+#[derive(Debug, Clone)]
+pub struct TableInfo {
+    pub schema: RecordSchema,
+    pub key_shapes: BTreeSet<String>,
+}
+
+/// The shape of an identifier: ASCII digits become `9`, letters are uppercased and kept.
+pub fn key_shape(key: &str) -> String {
+    key.chars()
+        .map(|c| {
+            if c.is_ascii_digit() {
+                '9'
+            } else {
+                c.to_ascii_uppercase()
+            }
+        })
+        .collect()
+}
+
+impl Engine {
+    /// Searches only the named documents (the versions of them the scope admits).
+    /// `mode` must be one of the basic modes.
+    pub fn search_within(
+        &self,
+        scope: &Scope,
+        query: &str,
+        mode: Mode,
+        k: usize,
+        doc_ids: &[String],
+    ) -> Result<SearchResponse> {
+        if mode.is_graph() {
+            return Err(crate::Error::Invalid(format!(
+                "search within documents takes bm25, vector or hybrid, not {}",
+                mode.name()
+            )));
+        }
+        let view = self.store.view();
+        let wanted: HashSet<&str> = doc_ids.iter().map(String::as_str).collect();
+        let admitted: Vec<u32> = (0..view.entries.len())
+            .filter(|&i| wanted.contains(view.entries[i].meta.doc_id.as_str()))
+            .filter(|&i| view.admits(i, scope))
+            .map(|i| view.entries[i].dv)
+            .collect();
+        let admit = Admit::from_ordinals(admitted);
+        let ranked = self.rank_admitted(query, mode, k, &admit)?;
+        self.hydrate(scope, &ranked, k)
+    }
+
+    /// One record by table and key, judged for the scope's principal and groups.
+    pub fn record(&self, scope: &Scope, table: &str, key: &str) -> Result<RecordLookup> {
+        let catalog = self.store.catalog();
+        let Some(schema) = catalog.record_schema(&scope.tenant, table)? else {
+            return Ok(RecordLookup::Missing);
+        };
+        let Some(row) = catalog.record(&scope.tenant, table, key)? else {
+            return Ok(RecordLookup::Missing);
+        };
+        if !schema.row_readable_by(&row, &scope.principal_id, &scope.groups) {
+            return Ok(RecordLookup::Forbidden);
+        }
+        Ok(RecordLookup::Found { schema, row })
+    }
+
+    /// The record tables of the scope's tenant with the shapes of their keys.
+    pub fn record_tables_of(&self, tenant: &str) -> Result<Vec<TableInfo>> {
+        Ok(self
+            .store
+            .catalog()
+            .record_tables()?
+            .into_iter()
+            .filter(|(s, _)| s.tenant == tenant)
+            .map(|(schema, rows)| TableInfo {
+                key_shapes: rows.iter().map(|r| key_shape(&r.key)).collect(),
+                schema,
+            })
+            .collect())
+    }
+
+    /// Entities of the scope's graph view named in `text`, longest name first.
+    pub fn entities_in(&self, scope: &Scope, text: &str) -> Result<Vec<GraphNode>> {
+        let view = self.graph_view(scope)?;
+        Ok(query_entities(&view, text)
+            .into_iter()
+            .filter_map(|id| view.entity(&id))
+            .map(|e| GraphNode {
+                id: e.id.key.clone(),
+                name: e.name.clone(),
+                kind: e.kind.clone(),
+            })
+            .collect())
+    }
+}
