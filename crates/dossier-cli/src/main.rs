@@ -1,5 +1,6 @@
 //! `dossier`: the command line. Glue only: parsing, printing, exit codes.
 
+mod ask;
 mod bench;
 mod review;
 
@@ -94,6 +95,9 @@ enum Command {
         #[command(subcommand)]
         action: IndexAction,
     },
+    /// Answer a question as a principal: a bounded, audited loop of scoped tool calls
+    /// with a cited answer (no model needed).
+    Ask(ask::AskArgs),
     /// The review queue: supersession and merge candidates, each with its sources.
     Review {
         #[command(subcommand)]
@@ -478,6 +482,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
         }
         Command::Graph { action } => graph(cli, action),
         Command::Review { action } => review::run(&open_existing(cli)?, action, cli.json),
+        Command::Ask(args) => ask::run(&open_existing(cli)?, args, cli.json),
         Command::Eval {
             dataset,
             mode,

@@ -119,3 +119,17 @@ impl Engine {
             .collect())
     }
 }
+
+impl Engine {
+    /// Chunks by id, hydrated for the scope (so checked against tenant, ACL and the
+    /// version in force); ids the scope may not read are left out.
+    pub fn chunks_by_id(&self, scope: &Scope, ids: &[String]) -> Result<Vec<crate::Hit>> {
+        let state = self.tenant_graph(&scope.tenant)?;
+        let ranked: Vec<dossier_index::Scored> = ids
+            .iter()
+            .filter_map(|c| state.chunk_seq.get(c))
+            .map(|&seq| dossier_index::Scored { seq, score: 1.0 })
+            .collect();
+        Ok(self.hydrate(scope, &ranked, ranked.len())?.hits)
+    }
+}

@@ -660,10 +660,29 @@ impl GraphView {
     ) -> Vec<(String, f32)> {
         let ne = self.entities.len();
         let mut adj = self.entity_adjacency(self.chunks.len());
+        let mut linked: HashSet<(usize, usize)> = HashSet::new();
         for (e, cs) in self.entity_chunks.iter().enumerate() {
             for &c in cs {
                 adj[e].push((ne + c, 1.0));
                 adj[ne + c].push((e, 1.0));
+                linked.insert((e, c));
+            }
+        }
+        // A passage also belongs to its own document's node, so that a mention of a
+        // document (a hyperlink-like edge) leads to the document's passages.
+        let doc_node: HashMap<&str, usize> = self
+            .entities
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| Some((e.id.key.strip_prefix("doc:")?, i)))
+            .collect();
+        for (c, chunk) in self.chunks.iter().enumerate() {
+            let doc = chunk.rsplit_once('@').map_or(chunk.as_str(), |(d, _)| d);
+            if let Some(&e) = doc_node.get(doc) {
+                if linked.insert((e, c)) {
+                    adj[e].push((ne + c, 1.0));
+                    adj[ne + c].push((e, 1.0));
+                }
             }
         }
         let chunk_ix: HashMap<&str, usize> = self

@@ -1,0 +1,603 @@
+//! Answer writing and verification.
+//!
+//! The extractive writer builds the answer from the program's facts, the graph paths
+//! and the evidence sentences that best match each sub-question, each sentence cited;
+//! sentences that read as instructions are never quoted. The verifier checks every
+//! citation against this run's evidence (the quote must be in the cited chunk) and
+//! strips model-written claims whose marks cite nothing of the run.
+
+use std::collections::{BTreeSet, HashSet};
+use std::sync::LazyLock;
+
+use dossier_engine::Engine;
+use regex::Regex;
+
+use crate::planner::selected_records;
+use crate::text::{
+    content_terms, identifiers, is_chinese, looks_like_instruction, names_table, sentences,
+};
+use crate::{Citation, Evidence, State, ToolStatus};
+
+/// Evidence sentences quoted per sub-question (one per chunk).
+const SENTENCES_PER_SUB_QUESTION: usize = 4;
+
+/// An answer before verification.
+#[derive(Debug, Clone, Default)]
+pub struct Draft {
+    pub answer: String,
+    pub citations: Vec<Citation>,
+    pub gaps: Vec<String>,
+    pub notes: Vec<String>,
+    /// Conflicts that concern a cited document, each pair once.
+    pub conflicts: Vec<dossier_engine::Conflict>,
+}
+
+struct Writer<'s> {
+    state: &'s State,
+    citations: Vec<Citation>,
+}
+
+impl Writer<'_> {
+    /// The mark of `quote` from `e`, adding the citation when new.
+    fn cite(&mut self, e: &Evidence, quote: &str) -> usize {
+        if let Some(c) = self
+            .citations
+            .iter()
+            .find(|c| c.chunk_id == e.chunk_id && c.quote == quote)
+        {
+            return c.mark;
+        }
+        let mark = self.citations.len() + 1;
+        self.citations.push(Citation {
+            mark,
+            doc_id: e.doc_id.clone(),
+            version: e.version.clone(),
+            section: e.section.clone(),
+            chunk_id: e.chunk_id.clone(),
+            source_uri: e.source_uri.clone(),
+            quote: quote.to_string(),
+        });
+        mark
+    }
+
+    fn evidence(&self, chunk_id: &str) -> Option<&'_ Evidence> {
+        self.state.evidence.iter().find(|e| e.chunk_id == chunk_id)
+    }
+}
+
+/// Writes the extractive answer.
+pub fn extractive(engine: &Engine, state: &State) -> Draft {
+    let zh = is_chinese(&state.question);
+    let mut w = Writer {
+        state,
+        citations: vec![],
+    };
+    let mut lines: Vec<String> = Vec::new();
+    let mut gaps: Vec<String> = Vec::new();
+
+    // Facts first: what the program read and computed.
+    let computed: Vec<String> = state
+        .facts
+        .iter()
+        .filter(|(k, _)| k.ends_with("_days_ago"))
+        .map(|(k, v)| {
+            let src = state.fact_sources.get(k).cloned().unwrap_or_default();
+            if zh {
+                format!("{k} = {v}（{src}）")
+            } else {
+                format!("{k} = {v} ({src})")
+            }
+        })
+        .collect();
+    for r in state.question_records() {
+        if state
+            .sub_questions
+            .first()
+            .is_some_and(|s| s.text.contains(&r.row.key))
+        {
+            let owner = r.schema.owner_field.clone();
+            let fields: Vec<String> = r
+                .row
+                .fields
+                .iter()
+                .filter(|(k, _)| Some(*k) != owner.as_ref())
+                .map(|(k, v)| format!("{k}: {}", v.as_str().map_or(v.to_string(), str::to_string)))
+                .collect();
+            lines.push(format!(
+                "{} {}（{}）：{}",
+                if zh { "记录" } else { "Record" },
+                r.row.key,
+                r.schema.table,
+                fields.join("，")
+            ));
+        }
+    }
+    if !computed.is_empty() {
+        lines.push(format!(
+            "{}{}",
+            if zh { "计算所得：" } else { "Computed: " },
+            computed.join("; ")
+        ));
+    }
+    for (doc, at) in &state.linked_documents {
+        lines.push(if zh {
+            format!("适用文档 {doc} 按业务日期 {at} 时有效的版本判断。")
+        } else {
+            format!("Document {doc} is judged by the version in force on the business date {at}.")
+        });
+    }
+
+    for (i, sq) in state.sub_questions.iter().enumerate() {
+        if !sq.covered {
+            let timed_out = state
+                .steps
+                .iter()
+                .any(|s| s.sub_question == i && s.status == ToolStatus::Timeout);
+            gaps.push(if timed_out && zh {
+                format!("「{}」：检索超时，未能核对相关文档（不代表没有相关规定）", sq.text)
+            } else if timed_out {
+                format!("\"{}\": the search timed out; the documents could not be checked (this does not mean there are none)", sq.text)
+            } else if zh {
+                format!("「{}」：可见的证据不足以回答", sq.text)
+            } else {
+                format!("\"{}\": the visible evidence is not sufficient", sq.text)
+            });
+            continue;
+        }
+        let mut parts: Vec<String> = Vec::new();
+        let terms: HashSet<String> = content_terms(&query_text(state, i)).into_iter().collect();
+
+        // Community reports (global questions): each summary line cites its chunk.
+        if state.mode == Some(dossier_engine::Mode::Global) {
+            for r in state.reports.iter().take(3) {
+                let mut cited = Vec::new();
+                for line in r.summary.iter().take(3) {
+                    if looks_like_instruction(&line.text) {
+                        continue;
+                    }
+                    if let Some(e) = w.evidence(&line.chunk_id).cloned() {
+                        if e.text.contains(line.text.as_str()) {
+                            let m = w.cite(&e, &line.text);
+                            cited.push(format!("{} [{m}]", line.text));
+                        }
+                    }
+                }
+                if !cited.is_empty() {
+                    parts.push(format!(
+                        "{} {}（{}）：{}",
+                        if zh {
+                            "社区报告"
+                        } else {
+                            "Community report"
+                        },
+                        r.community_id,
+                        r.title,
+                        cited.join(" ")
+                    ));
+                }
+            }
+        }
+
+        // Graph paths: typed edges around the entities the sub-question names.
+        let named: Vec<&String> = state.entities.get(i).into_iter().flatten().collect();
+        let mut used_edges = 0;
+        for e in &sq.edges {
+            let relevant = named.iter().any(|n| *n == &e.from || *n == &e.to)
+                || sq.edges.iter().any(|f| {
+                    named.iter().any(|n| *n == &f.to || *n == &f.from)
+                        && (f.from == e.to || f.to == e.from)
+                });
+            if !relevant || used_edges >= 6 {
+                continue;
+            }
+            let Some(chunk) = e.provenance.iter().find_map(|c| w.evidence(c)) else {
+                continue;
+            };
+            let chunk = chunk.clone();
+            // Quote the sentence of the chunk that names both ends, else the first.
+            let candidates: Vec<String> = sentences(&chunk.text)
+                .into_iter()
+                .filter(|s| !looks_like_instruction(s))
+                .collect();
+            let quote = candidates
+                .iter()
+                .find(|s| mentions(s, &e.from) && mentions(s, &e.to))
+                .or_else(|| {
+                    candidates
+                        .iter()
+                        .find(|s| mentions(s, &e.to) && !is_heading(s))
+                })
+                .or_else(|| {
+                    candidates
+                        .iter()
+                        .find(|s| mentions(s, &e.from) && !is_heading(s))
+                })
+                .or_else(|| candidates.iter().find(|s| !is_heading(s)))
+                .or(candidates.first())
+                .cloned();
+            if let Some(q) = quote {
+                let m = w.cite(&chunk, &q);
+                parts.push(format!("{} —{}→ {} [{m}]", e.from, e.relation, e.to));
+                used_edges += 1;
+            }
+        }
+
+        // Records a sub-question selected from its evidence ("high-value customers").
+        let selected = selected_records(state, i);
+        let mut selected_keys: BTreeSet<String> =
+            selected.iter().map(|r| r.row.key.clone()).collect();
+        if i > 0 && crate::text::refers_back(&sq.text) {
+            selected_keys.extend(crate::planner::selected_keys(state, i - 1));
+        }
+        let tables_named: Vec<&dossier_engine::TableInfo> = state
+            .tables
+            .iter()
+            .filter(|t| names_table(&sq.text, &t.schema.table))
+            .collect();
+        let other_keys_of_named_tables = |s: &str| {
+            identifiers(s).iter().any(|id| {
+                tables_named
+                    .iter()
+                    .any(|t| t.key_shapes.contains(&dossier_engine::key_shape(id)))
+                    && !selected_keys.contains(id)
+                    && !state.question.contains(id.as_str())
+            })
+        };
+        if !selected.is_empty() {
+            let source = state
+                .evidence_of(i)
+                .into_iter()
+                .find(|e| selected_keys.iter().any(|k| e.text.contains(k.as_str())));
+            let described: Vec<String> = selected
+                .iter()
+                .map(|r| {
+                    let vals: Vec<String> = r
+                        .row
+                        .fields
+                        .iter()
+                        .filter(|(k, _)| *k != &r.schema.key)
+                        .filter_map(|(_, v)| v.as_str().map(str::to_string))
+                        .filter(|v| sq.text.contains(v.as_str()))
+                        .collect();
+                    if vals.is_empty() {
+                        r.row.key.clone()
+                    } else {
+                        format!("{}（{}）", r.row.key, vals.join("，"))
+                    }
+                })
+                .collect();
+            let mark = source.map(|e| {
+                let e = e.clone();
+                let quote = sentences(&e.text)
+                    .into_iter()
+                    .find(|s| selected_keys.iter().any(|k| s.contains(k.as_str())))
+                    .unwrap_or_else(|| e.text.clone());
+                w.cite(&e, &quote)
+            });
+            parts.push(format!(
+                "{}{}{}",
+                if zh {
+                    "符合条件的记录："
+                } else {
+                    "Matching records: "
+                },
+                described.join(if zh { "、" } else { ", " }),
+                mark.map_or(String::new(), |m| format!(" [{m}]"))
+            ));
+        }
+
+        // Evidence sentences: one per chunk, those sharing the most content terms.
+        let must: Vec<String> = if sq.rewritten.is_some() {
+            identifiers(&query_text(state, i))
+                .into_iter()
+                .filter(|id| !sq.text.contains(id.as_str()))
+                .collect()
+        } else {
+            vec![]
+        };
+        let mut scored: Vec<(usize, usize, Evidence, String)> = Vec::new();
+        for e in state.evidence_of(i) {
+            let best = sentences(&e.text)
+                .into_iter()
+                .filter(|s| !looks_like_instruction(s))
+                .filter(|s| must.is_empty() || must.iter().any(|m| s.contains(m.as_str())))
+                .filter(|s| !other_keys_of_named_tables(s))
+                .map(|s| {
+                    let st: HashSet<String> = content_terms(&s).into_iter().collect();
+                    let overlap = terms.iter().filter(|t| st.contains(*t)).count();
+                    // A heading counts for less than a sentence that says something.
+                    let overlap = if is_heading(&s) {
+                        overlap.saturating_sub(1)
+                    } else {
+                        overlap
+                    };
+                    (overlap, s.chars().count(), s)
+                })
+                .filter(|(o, _, _)| *o > 0)
+                .max_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+            if let Some((o, len, s)) = best {
+                scored.push((o, len, e.clone(), s));
+            }
+        }
+        scored.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));
+        let graph_answered = used_edges > 0;
+        for (_, _, e, s) in scored.into_iter().take(if graph_answered {
+            2
+        } else {
+            SENTENCES_PER_SUB_QUESTION
+        }) {
+            // With a graph path, quote only the path's own sources.
+            if graph_answered && !sq.edges.iter().any(|x| x.provenance.contains(&e.chunk_id)) {
+                continue;
+            }
+            let m = w.cite(&e, &s);
+            parts.push(format!("{s} [{m}]"));
+        }
+
+        // Caveats: limiting sentences of the cited chunks that concern the question.
+        let ids_asked = identifiers(&query_text(state, i));
+        let cited_chunks: Vec<String> = w.citations.iter().map(|c| c.chunk_id.clone()).collect();
+        for cid in cited_chunks {
+            let Some(e) = w.evidence(&cid).cloned() else {
+                continue;
+            };
+            for s in sentences(&e.text) {
+                if !is_caveat(&s) || looks_like_instruction(&s) || other_keys_of_named_tables(&s) {
+                    continue;
+                }
+                if w.citations.iter().any(|c| c.quote == s) {
+                    continue;
+                }
+                let st: HashSet<String> = content_terms(&s).into_iter().collect();
+                let related = ids_asked.iter().any(|id| s.contains(id.as_str()))
+                    || sq
+                        .edges
+                        .iter()
+                        .any(|x| mentions(&s, &x.from) || mentions(&s, &x.to))
+                    || terms.iter().filter(|t| st.contains(*t)).count() >= 2;
+                if related {
+                    let m = w.cite(&e, &s);
+                    parts.push(format!(
+                        "{}{s} [{m}]",
+                        if zh { "限定：" } else { "Caveat: " }
+                    ));
+                }
+            }
+        }
+
+        // Documents the cited ones depend on, when they were retrieved.
+        let view = engine.store().view();
+        let cited_docs: BTreeSet<String> = w.citations.iter().map(|c| c.doc_id.clone()).collect();
+        for d in &cited_docs {
+            let deps: Vec<String> = view
+                .entries
+                .iter()
+                .filter(|x| &x.meta.doc_id == d && x.meta.tenant == state.scope.tenant)
+                .flat_map(|x| x.meta.depends_on.clone())
+                .collect();
+            for dep in deps {
+                if cited_docs.contains(&dep) {
+                    continue;
+                }
+                let Some(e) = state.evidence_of(i).into_iter().find(|e| e.doc_id == dep) else {
+                    continue;
+                };
+                let e = e.clone();
+                if let Some(s) = sentences(&e.text)
+                    .into_iter()
+                    .filter(|s| !looks_like_instruction(s))
+                    .max_by_key(|s| {
+                        let st: HashSet<String> = content_terms(s).into_iter().collect();
+                        terms.iter().filter(|t| st.contains(*t)).count()
+                    })
+                {
+                    let m = w.cite(&e, &s);
+                    parts.push(format!(
+                        "{}{s} [{m}]",
+                        if zh {
+                            "（所依赖的文档）"
+                        } else {
+                            "(a document it depends on) "
+                        }
+                    ));
+                }
+            }
+        }
+
+        if parts.is_empty() {
+            gaps.push(if zh {
+                format!("「{}」：证据中没有可引用的句子", sq.text)
+            } else {
+                format!("\"{}\": no citable sentence in the evidence", sq.text)
+            });
+            continue;
+        }
+        if state.sub_questions.len() > 1 {
+            lines.push(format!("{}. {}", i + 1, sq.text));
+        }
+        lines.extend(parts.into_iter().map(|p| format!("- {p}")));
+    }
+
+    // Conflicts that concern a cited document, each pair once.
+    let cited: BTreeSet<&str> = w.citations.iter().map(|c| c.doc_id.as_str()).collect();
+    let mut pairs = BTreeSet::new();
+    let conflicts: Vec<&dossier_engine::Conflict> = state
+        .conflicts
+        .iter()
+        .filter(|c| {
+            cited.contains(c.doc_id.as_str()) || cited.contains(c.conflicts_with.doc_id.as_str())
+        })
+        .filter(|c| {
+            let a = format!("{}@{}", c.doc_id, c.version);
+            let b = c.conflicts_with.to_string();
+            pairs.insert(if a <= b { (a, b) } else { (b, a) })
+        })
+        .collect();
+    for c in &conflicts {
+        lines.push(if zh {
+            format!(
+                "注意：{}@{} 与 {} 内容相近且时间重叠，二者之间没有确认的取代关系（冲突未裁决）：{}",
+                c.doc_id, c.version, c.conflicts_with, c.reason
+            )
+        } else {
+            format!(
+                "Note: {}@{} and {} overlap and no confirmed supersession links them (unresolved conflict): {}",
+                c.doc_id, c.version, c.conflicts_with, c.reason
+            )
+        });
+    }
+    let conflicts = conflicts.into_iter().cloned().collect();
+    Draft {
+        answer: lines.join("\n"),
+        citations: w.citations,
+        gaps,
+        notes: vec![],
+        conflicts,
+    }
+}
+
+fn query_text(state: &State, i: usize) -> String {
+    state.sub_questions[i]
+        .rewritten
+        .clone()
+        .unwrap_or_else(|| state.sub_questions[i].text.clone())
+}
+
+/// A line that reads as a heading: short, with no sentence punctuation.
+fn is_heading(s: &str) -> bool {
+    s.chars().count() < 24 && !s.contains(['。', '，', '；', '：', ',', '.', ';', ':'])
+}
+
+/// Words that limit a statement: such sentences are kept as caveats.
+fn is_caveat(s: &str) -> bool {
+    let l = s.to_lowercase();
+    [
+        "仅",
+        "只",
+        "除",
+        "但",
+        "例外",
+        "不包括",
+        "only",
+        "except",
+        "unless",
+        "excluding",
+    ]
+    .iter()
+    .any(|w| l.contains(w))
+}
+
+fn mentions(s: &str, name: &str) -> bool {
+    let n = dossier_core::text::normalize(name);
+    !n.is_empty() && dossier_core::text::normalize(s).contains(&n)
+}
+
+/// The answer when nothing is backed: say so, invent nothing.
+pub fn insufficient_text(state: &State, gaps: &[String]) -> String {
+    let zh = is_chinese(&state.question);
+    let mut s = if zh {
+        "证据不足：在你可见的资料中找不到足以回答此问题的内容。".to_string()
+    } else {
+        "Insufficient evidence: nothing you may read answers this question.".to_string()
+    };
+    for g in gaps {
+        s.push('\n');
+        s.push_str("- ");
+        s.push_str(g);
+    }
+    s
+}
+
+/// What the citation check found.
+#[derive(Debug, Default)]
+pub struct CitationCheck {
+    pub dropped: Vec<usize>,
+    pub notes: Vec<String>,
+}
+
+/// Every citation must point at a chunk fetched in this run and quote it exactly.
+pub fn verify_citations(state: &State, citations: &[Citation]) -> CitationCheck {
+    let mut out = CitationCheck::default();
+    for c in citations {
+        let ok = state.evidence.iter().any(|e| {
+            e.chunk_id == c.chunk_id
+                && e.doc_id == c.doc_id
+                && e.version == c.version
+                && e.text.contains(c.quote.as_str())
+        });
+        if !ok {
+            out.dropped.push(c.mark);
+            out.notes.push(format!(
+                "citation [{}] dropped: {} is not evidence of this run or does not contain the quote",
+                c.mark, c.chunk_id
+            ));
+        }
+    }
+    out
+}
+
+static MARK: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\[(\d{1,3})\]").expect("mark"));
+
+/// A model-written answer after the check.
+#[derive(Debug, Default)]
+pub struct ModelAnswerCheck {
+    pub text: String,
+    pub kept_claims: usize,
+    pub notes: Vec<String>,
+}
+
+/// Keeps the model's sentences whose marks all name citations of this run and that
+/// cite at least one; drops the others (recorded in `notes`).
+pub fn verify_model_answer(text: &str, citations: &[Citation]) -> ModelAnswerCheck {
+    let valid: HashSet<usize> = citations.iter().map(|c| c.mark).collect();
+    let mut out = ModelAnswerCheck::default();
+    let mut kept = Vec::new();
+    for s in sentences(text) {
+        let marks: Vec<usize> = MARK
+            .captures_iter(&s)
+            .filter_map(|c| c[1].parse().ok())
+            .collect();
+        if marks.is_empty() {
+            out.notes
+                .push(format!("model claim without a citation dropped: {s}"));
+        } else if let Some(bad) = marks.iter().find(|m| !valid.contains(m)) {
+            out.notes.push(format!(
+                "model claim citing [{bad}], which is no evidence of this run, dropped: {s}"
+            ));
+        } else {
+            kept.push(s);
+        }
+    }
+    out.kept_claims = kept.len();
+    out.text = kept.join("\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cite(mark: usize) -> Citation {
+        Citation {
+            mark,
+            doc_id: "d".into(),
+            version: "1".into(),
+            section: "s".into(),
+            chunk_id: "d@1#0".into(),
+            source_uri: String::new(),
+            quote: "q".into(),
+        }
+    }
+
+    #[test]
+    fn model_claims_need_marks_of_this_run() {
+        let c = vec![cite(1), cite(2)];
+        let v = verify_model_answer(
+            "不符合无理由退货 [1]。可以申请检测 [2]。保修三年 [7]。随便说说。",
+            &c,
+        );
+        assert_eq!(v.kept_claims, 2, "{v:?}");
+        assert!(v.text.contains("[1]") && v.text.contains("[2]") && !v.text.contains("保修"));
+        assert_eq!(v.notes.len(), 2);
+    }
+}

@@ -1,0 +1,639 @@
+//! Dossier's agent runtime: `dossier ask`.
+//!
+//! A bounded loop under program control: **route** (records named in the question,
+//! entities, sub-questions) → **records first** (read and owner-checked before anything
+//! else; their links and business dates steer what comes next) → rounds of **plan →
+//! act → judge** (a planner proposes tool calls; the program validates each, injects the
+//! caller's scope, de-duplicates, enforces the [`Budget`], retries only timeouts, and
+//! stops when every sub-question is covered or a round brings no new evidence) →
+//! **answer** (extractive, or model-written) → **verify** (every citation must be
+//! evidence of this run).
+//!
+//! **Invariants:**
+//! - Identity is the program's: every tool runs under the scope built from the caller's
+//!   principal; no proposal can name an owner, tenant or group.
+//! - Retrieved text is data. Instructions inside documents are never quoted and never
+//!   turn into tool calls; record keys come from the question, from record links, or
+//!   from evidence only for a table the question itself names.
+//! - A record that does not exist and one that is not the caller's give the same
+//!   answer; the trace keeps the difference for audit.
+//! - Every answer claim cites evidence fetched in this run, or is dropped.
+
+pub mod answer;
+pub mod budget;
+pub mod model;
+pub mod planner;
+pub mod text;
+pub mod tools;
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Instant;
+
+use chrono::NaiveDate;
+use dossier_core::Scope;
+use dossier_engine::{Conflict, Engine, GraphEdge, Mode, ReportJson, TableInfo};
+use serde::Serialize;
+use serde_json::Value;
+
+pub use budget::{Budget, BudgetUse};
+pub use planner::{DeterministicPlanner, Planner, Proposal};
+pub use tools::{
+    EngineTools, Evidence, FaultInjector, RecordHit, ToolCall, ToolOutput, ToolRunner, ToolStatus,
+};
+
+/// The outcome of a question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnswerStatus {
+    Answered,
+    Partial,
+    InsufficientEvidence,
+    Unavailable,
+}
+
+/// A citation: the exact version and passage a claim rests on.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Citation {
+    /// The `[n]` mark in the answer.
+    pub mark: usize,
+    pub doc_id: String,
+    pub version: String,
+    pub section: String,
+    pub chunk_id: String,
+    pub source_uri: String,
+    pub quote: String,
+}
+
+/// One executed tool call.
+#[derive(Debug, Clone, Serialize)]
+pub struct Step {
+    pub action: String,
+    pub args: Value,
+    pub status: ToolStatus,
+    /// Chunk ids (or `table/key` for records) the call brought.
+    pub evidence: Vec<String>,
+    pub elapsed_ms: u64,
+    /// Which sub-question it served (index into `trace.sub_questions`).
+    pub sub_question: usize,
+    /// `program`, `deterministic` or `model`.
+    pub proposed_by: String,
+    /// 1 for the first attempt, 2 for a retry after a timeout.
+    pub attempt: usize,
+    /// What the caller is not told (e.g. that a record exists but is someone else's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audit: Option<String>,
+}
+
+/// A proposal the program refused, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct Rejected {
+    pub proposed_by: String,
+    pub proposal: Value,
+    pub reason: String,
+}
+
+/// A sub-question and how it ended.
+#[derive(Debug, Clone, Serialize)]
+pub struct SubQuestionTrace {
+    pub text: String,
+    /// The query actually searched after rewriting, when it differs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rewritten: Option<String>,
+    pub covered: bool,
+    pub evidence: Vec<String>,
+}
+
+/// Trajectory metrics that must stay zero (see BENCHMARKS.md).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Metrics {
+    /// Calls executed twice with the same normalised arguments.
+    pub repeated_queries: usize,
+    /// Duplicate proposals the program skipped.
+    pub duplicates_skipped: usize,
+    pub budget_overruns: usize,
+    /// Proposals executed although outside the caller's scope or the tool contract.
+    pub out_of_scope_executed: usize,
+    pub rejected_proposals: usize,
+    /// Time in tools and in the model.
+    pub tool_ms: u64,
+    pub model_ms: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Trace {
+    pub planner: String,
+    pub writer: String,
+    pub sub_questions: Vec<SubQuestionTrace>,
+    pub steps: Vec<Step>,
+    pub rejected_proposals: Vec<Rejected>,
+    pub budget: BudgetUse,
+    pub metrics: Metrics,
+    /// Fallbacks taken: a part failed or a budget ran out, and a simpler one answered.
+    pub degraded: Vec<String>,
+    /// What the verifier dropped or flagged.
+    pub verifier: Vec<String>,
+}
+
+/// What `dossier ask` returns.
+#[derive(Debug, Clone, Serialize)]
+pub struct AskResponse {
+    pub status: AnswerStatus,
+    pub answer: String,
+    pub citations: Vec<Citation>,
+    pub conflicts: Vec<Conflict>,
+    pub gaps: Vec<String>,
+    /// Facts read from records or computed by the program (never taken from the
+    /// question's wording).
+    pub facts: BTreeMap<String, Value>,
+    /// Community reports drawn on (global questions), each with its lineage.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reports: Vec<ReportJson>,
+    pub trace: Trace,
+}
+
+/// A question as asked.
+#[derive(Debug, Clone)]
+pub struct AskRequest {
+    pub principal: String,
+    pub question: String,
+    /// The business clock.
+    pub now: NaiveDate,
+    /// Judge document versions as of this date instead of `now`.
+    pub as_of: Option<NaiveDate>,
+    /// `global` asks the community reports; otherwise documents are searched in graph
+    /// mode (hybrid + graph propagation + DEPENDS_ON).
+    pub mode: Option<Mode>,
+    pub budget: Budget,
+}
+
+impl AskRequest {
+    pub fn new(principal: &str, question: &str, now: NaiveDate) -> AskRequest {
+        AskRequest {
+            principal: principal.into(),
+            question: question.into(),
+            now,
+            as_of: None,
+            mode: None,
+            budget: Budget::default(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Engine(#[from] dossier_engine::Error),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// A record the question depends on, found or not.
+#[derive(Debug, Clone)]
+pub(crate) struct RecordRef {
+    pub table: String,
+    pub key: String,
+}
+
+/// Everything the loop knows, kept apart: facts, evidence, sub-questions, the log.
+pub struct State {
+    pub question: String,
+    pub scope: Scope,
+    pub now: NaiveDate,
+    pub mode: Option<Mode>,
+    pub tables: Vec<TableInfo>,
+    pub sub_questions: Vec<SubQuestion>,
+    /// Per sub-question: names of the graph entities it mentions (caller's view).
+    pub entities: Vec<Vec<String>>,
+    pub evidence: Vec<Evidence>,
+    pub records: Vec<FoundRecord>,
+    pub facts: BTreeMap<String, Value>,
+    pub fact_sources: BTreeMap<String, String>,
+    /// Documents linked from records, with the business date to judge them at.
+    pub linked_documents: Vec<(String, NaiveDate)>,
+    pub conflicts: Vec<Conflict>,
+    pub reports: Vec<ReportJson>,
+    pub steps: Vec<Step>,
+    pub rejected: Vec<Rejected>,
+    pub timeouts: Vec<String>,
+    executed: HashSet<String>,
+    pub metrics: Metrics,
+    pub degraded: Vec<String>,
+}
+
+/// A record read during the run.
+#[derive(Debug, Clone)]
+pub struct FoundRecord {
+    /// The sub-question it served.
+    pub sub_question: usize,
+    pub hit: RecordHit,
+    /// Read because the sub-question's evidence named it (not the question or a link).
+    pub from_evidence: bool,
+    /// The business date its links are judged at: its own date field, else that of the
+    /// record that linked to it.
+    pub business_date: Option<NaiveDate>,
+}
+
+/// A sub-question's working state.
+#[derive(Debug, Clone)]
+pub struct SubQuestion {
+    pub text: String,
+    pub rewritten: Option<String>,
+    pub evidence: Vec<String>,
+    pub edges: Vec<GraphEdge>,
+    pub covered: bool,
+}
+
+impl State {
+    pub fn evidence_of(&self, sq: usize) -> Vec<&Evidence> {
+        let ids = &self.sub_questions[sq].evidence;
+        self.evidence
+            .iter()
+            .filter(|e| ids.contains(&e.chunk_id))
+            .collect()
+    }
+
+    /// Records a sub-question's evidence led to.
+    pub fn records_of(&self, sq: usize) -> Vec<&RecordHit> {
+        self.records
+            .iter()
+            .filter(|r| r.sub_question == sq && r.from_evidence)
+            .map(|r| &r.hit)
+            .collect()
+    }
+
+    /// Records the question named, and the records they link to.
+    pub fn question_records(&self) -> Vec<&RecordHit> {
+        self.records
+            .iter()
+            .filter(|r| !r.from_evidence)
+            .map(|r| &r.hit)
+            .collect()
+    }
+
+    fn already(&self, call: &ToolCall) -> bool {
+        self.executed.contains(&call.dedup_key())
+    }
+}
+
+/// The agent: an engine, the tools on it, and optionally a model.
+pub struct Agent<'a> {
+    pub engine: &'a Engine,
+    pub tools: &'a dyn ToolRunner,
+    pub model: Option<&'a dyn dossier_llm::ChatModel>,
+}
+
+impl<'a> Agent<'a> {
+    pub fn ask(&self, req: &AskRequest) -> Result<AskResponse> {
+        if req.question.trim().is_empty() {
+            return Err(Error::Invalid("empty question".into()));
+        }
+        let principal = self.engine.principal(&req.principal)?;
+        let scope = Scope::new(&principal, req.as_of.unwrap_or(req.now));
+        let mut budget = BudgetUse::new(req.budget.clone());
+        let mut state = State {
+            question: req.question.clone(),
+            tables: self.engine.record_tables_of(&scope.tenant)?,
+            scope,
+            now: req.now,
+            mode: req.mode,
+            sub_questions: text::sub_questions(&req.question)
+                .into_iter()
+                .map(|t| SubQuestion {
+                    text: t,
+                    rewritten: None,
+                    evidence: vec![],
+                    edges: vec![],
+                    covered: false,
+                })
+                .collect(),
+            entities: vec![],
+            evidence: vec![],
+            records: vec![],
+            facts: BTreeMap::new(),
+            fact_sources: BTreeMap::new(),
+            linked_documents: vec![],
+            conflicts: vec![],
+            reports: vec![],
+            steps: vec![],
+            rejected: vec![],
+            timeouts: vec![],
+            executed: HashSet::new(),
+            metrics: Metrics::default(),
+            degraded: vec![],
+        };
+
+        for sq in &state.sub_questions {
+            let names = self
+                .engine
+                .entities_in(&state.scope, &sq.text)?
+                .into_iter()
+                .filter(|e| {
+                    !matches!(
+                        e.kind,
+                        dossier_engine::dossier_graph::EntityKind::Document
+                            | dossier_engine::dossier_graph::EntityKind::Version
+                            | dossier_engine::dossier_graph::EntityKind::Title
+                    )
+                })
+                .map(|e| e.name)
+                .collect();
+            state.entities.push(names);
+        }
+
+        // Records first: read (and owner-checked) before any search.
+        let refs = planner::record_refs(&state.question, &state.tables);
+        for r in &refs {
+            let call = ToolCall::Record {
+                table: r.table.clone(),
+                key: r.key.clone(),
+            };
+            let status = self.execute(&mut state, &mut budget, call, 0, "program");
+            if status != ToolStatus::Ok {
+                return Ok(self.unavailable(state, budget));
+            }
+        }
+        self.follow_record_links(&mut state, &mut budget);
+
+        // Plan → act → judge, in rounds.
+        let mut det = DeterministicPlanner::default();
+        let mut model_planner = self.model.map(model::ModelPlanner::new);
+        let planner_name = if model_planner.is_some() {
+            "model"
+        } else {
+            "deterministic"
+        };
+        for _round in 0..6 {
+            let before = (state.evidence.len(), state.records.len());
+            let mut proposals = Vec::new();
+            if let Some(mp) = model_planner.as_mut() {
+                if budget.admit_model_call() {
+                    let t = Instant::now();
+                    let (ps, rejected, tokens) = mp.propose(&state);
+                    state.metrics.model_ms += t.elapsed().as_millis() as u64;
+                    budget.add_tokens(tokens);
+                    state.metrics.rejected_proposals += rejected.len();
+                    state.rejected.extend(rejected);
+                    proposals.extend(ps);
+                }
+            }
+            // The deterministic plan always runs beside a model's: it follows records
+            // and links, and it is the fallback when the model proposes nothing usable.
+            proposals.extend(det.propose(&state));
+            if proposals.is_empty() {
+                break;
+            }
+            for p in proposals {
+                if let Err(reason) = planner::validate(&state, &p) {
+                    state.metrics.rejected_proposals += 1;
+                    state.rejected.push(Rejected {
+                        proposed_by: p.by.clone(),
+                        proposal: serde_json::to_value(&p.call).unwrap_or_default(),
+                        reason,
+                    });
+                    continue;
+                }
+                if state.already(&p.call) {
+                    state.metrics.duplicates_skipped += 1;
+                    // The same evidence serves this sub-question too.
+                    planner::share_results(&mut state, &p);
+                    continue;
+                }
+                self.execute(&mut state, &mut budget, p.call, p.sub_question, &p.by);
+            }
+            planner::judge(&mut state);
+            let new = (state.evidence.len(), state.records.len()) != before;
+            if state.sub_questions.iter().all(|s| s.covered) && !det.has_follow_ups(&state) {
+                break;
+            }
+            if !new && det.exhausted_rewrites() {
+                break;
+            }
+            if budget.out_of_time() {
+                state
+                    .degraded
+                    .push("wall time ran out: answering from what was found".into());
+                break;
+            }
+        }
+        planner::judge(&mut state);
+
+        let writer = if self.model.is_some() {
+            "model"
+        } else {
+            "extractive"
+        };
+        let mut draft = answer::extractive(self.engine, &state);
+        let mut writer_used = "extractive".to_string();
+        if let Some(m) = self.model {
+            if budget.admit_model_call() && !draft.citations.is_empty() {
+                let t = Instant::now();
+                match model::write_answer(m, &state, &draft) {
+                    Ok((text, tokens)) => {
+                        budget.add_tokens(tokens);
+                        let verified = answer::verify_model_answer(&text, &draft.citations);
+                        if verified.kept_claims > 0 {
+                            draft.notes.extend(verified.notes);
+                            draft.answer = verified.text;
+                            writer_used = "model".into();
+                        } else {
+                            state.degraded.push(format!(
+                                "model answer had no verifiable claim ({}); extractive answer used",
+                                verified.notes.join("; ")
+                            ));
+                        }
+                    }
+                    Err(e) => state
+                        .degraded
+                        .push(format!("model answer failed ({e}); extractive answer used")),
+                }
+                state.metrics.model_ms += t.elapsed().as_millis() as u64;
+            }
+        }
+        let _ = writer;
+        budget.finish();
+        state.metrics.budget_overruns = budget.overruns;
+        let verifier = answer::verify_citations(&state, &draft.citations);
+        let citations: Vec<Citation> = draft
+            .citations
+            .into_iter()
+            .filter(|c| !verifier.dropped.contains(&c.mark))
+            .collect();
+        let status = planner::status(&state, &draft.gaps);
+        let mut notes = verifier.notes;
+        notes.extend(draft.notes);
+        Ok(AskResponse {
+            status,
+            answer: if status == AnswerStatus::InsufficientEvidence {
+                answer::insufficient_text(&state, &draft.gaps)
+            } else {
+                draft.answer
+            },
+            citations: if status == AnswerStatus::InsufficientEvidence {
+                vec![]
+            } else {
+                citations
+            },
+            conflicts: draft.conflicts,
+            gaps: draft.gaps,
+            facts: state.facts.clone(),
+            reports: state.reports.clone(),
+            trace: Trace {
+                planner: planner_name.into(),
+                writer: writer_used,
+                sub_questions: state
+                    .sub_questions
+                    .iter()
+                    .map(|s| SubQuestionTrace {
+                        text: s.text.clone(),
+                        rewritten: s.rewritten.clone(),
+                        covered: s.covered,
+                        evidence: s.evidence.clone(),
+                    })
+                    .collect(),
+                steps: state.steps,
+                rejected_proposals: state.rejected,
+                budget,
+                metrics: state.metrics,
+                degraded: state.degraded,
+                verifier: notes,
+            },
+        })
+    }
+
+    /// Runs one call (budget, retry on timeout, de-duplication) and absorbs its result.
+    fn execute(
+        &self,
+        state: &mut State,
+        budget: &mut BudgetUse,
+        call: ToolCall,
+        sq: usize,
+        by: &str,
+    ) -> ToolStatus {
+        let key = call.dedup_key();
+        if state.executed.contains(&key) {
+            state.metrics.duplicates_skipped += 1;
+            return ToolStatus::Ok;
+        }
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            if !budget.admit_call(call.name()) {
+                state
+                    .degraded
+                    .push(format!("budget stopped {}: {:?}", call.name(), call.args()));
+                return ToolStatus::Error;
+            }
+            let t = Instant::now();
+            let out = self.tools.run(&state.scope, &call, state.steps.len());
+            let elapsed = t.elapsed().as_millis() as u64;
+            state.metrics.tool_ms += elapsed;
+            if state.executed.contains(&key) {
+                // Only a timeout retry may repeat a call.
+                if attempt == 1 {
+                    state.metrics.repeated_queries += 1;
+                }
+            }
+            state.executed.insert(key.clone());
+            let status = out.status;
+            let ids = planner::absorb(state, budget, &call, sq, by, out.clone());
+            state.steps.push(Step {
+                action: call.name().into(),
+                args: call.args(),
+                status,
+                evidence: ids,
+                elapsed_ms: elapsed,
+                sub_question: sq,
+                proposed_by: by.into(),
+                attempt,
+                audit: out.audit.filter(|a| !a.is_empty()),
+            });
+            if status == ToolStatus::Timeout {
+                state.timeouts.push(call.name().to_string());
+                if attempt <= budget.limits.max_retries {
+                    continue;
+                }
+            }
+            return status;
+        }
+    }
+
+    /// Linked records (read as the caller) and linked documents (with the row's
+    /// business date) of every record read so far.
+    fn follow_record_links(&self, state: &mut State, budget: &mut BudgetUse) {
+        let mut i = 0;
+        while i < state.records.len() {
+            let found = state.records[i].clone();
+            i += 1;
+            let (sq, hit, business_date) = (found.sub_question, found.hit, found.business_date);
+            let before = state.records.len();
+            for link in &hit.schema.links {
+                let Some(value) = hit.row.fields.get(&link.field).and_then(|v| v.as_str()) else {
+                    continue;
+                };
+                if let Some(table) = &link.table {
+                    let call = ToolCall::Record {
+                        table: table.clone(),
+                        key: value.to_string(),
+                    };
+                    self.execute(state, budget, call, sq, "program");
+                    for r in &mut state.records[before..] {
+                        r.business_date = r.business_date.or(business_date);
+                    }
+                } else if link.document {
+                    let at = business_date.unwrap_or(state.scope.at);
+                    if !state.linked_documents.iter().any(|(d, _)| d == value) {
+                        state.linked_documents.push((value.to_string(), at));
+                        state.fact_sources.insert(
+                            format!("policy_as_of:{value}"),
+                            format!(
+                                "{}/{}.{} links document {value}; judged as of {at}",
+                                hit.schema.table, hit.row.key, link.field
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn unavailable(&self, mut state: State, mut budget: BudgetUse) -> AskResponse {
+        budget.finish();
+        state.metrics.budget_overruns = budget.overruns;
+        let zh = text::is_chinese(&state.question);
+        AskResponse {
+            status: AnswerStatus::Unavailable,
+            answer: if zh {
+                "无法提供：所问的记录不可用。".into()
+            } else {
+                "Unavailable: the record asked about is not available.".into()
+            },
+            citations: vec![],
+            conflicts: vec![],
+            gaps: vec![],
+            facts: BTreeMap::new(),
+            reports: vec![],
+            trace: Trace {
+                planner: "deterministic".into(),
+                writer: "none".into(),
+                sub_questions: state
+                    .sub_questions
+                    .iter()
+                    .map(|s| SubQuestionTrace {
+                        text: s.text.clone(),
+                        rewritten: None,
+                        covered: false,
+                        evidence: vec![],
+                    })
+                    .collect(),
+                steps: state.steps,
+                rejected_proposals: state.rejected,
+                budget,
+                metrics: state.metrics,
+                degraded: state.degraded,
+                verifier: vec![],
+            },
+        }
+    }
+}

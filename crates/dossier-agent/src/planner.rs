@@ -1,0 +1,590 @@
+//! Planning, validation and judgement: what to call next, whether a proposed call may
+//! run, what a result adds to the state, and whether a sub-question is answered.
+
+use std::collections::HashSet;
+
+use dossier_engine::key_shape;
+use serde_json::Value;
+
+use crate::budget::BudgetUse;
+use crate::text::{
+    content_terms, identifiers, looks_like_instruction, names_table, refers_back, sentences,
+};
+use crate::tools::{ToolCall, ToolOutput, ToolStatus};
+use crate::{AnswerStatus, RecordRef, State};
+use dossier_engine::TableInfo;
+
+/// A proposed call, for one sub-question.
+#[derive(Debug, Clone)]
+pub struct Proposal {
+    pub call: ToolCall,
+    pub sub_question: usize,
+    /// `deterministic` or `model`.
+    pub by: String,
+}
+
+/// Proposes calls from the state. Proposals are only proposals: the loop validates
+/// each one before it runs.
+pub trait Planner {
+    fn propose(&mut self, state: &State) -> Vec<Proposal>;
+}
+
+/// Fraction of a sub-question's content terms its evidence must contain.
+const MIN_COVERAGE: f32 = 0.5;
+/// Record lookups one sub-question may follow from its evidence.
+const MAX_FOLLOWED_RECORDS: usize = 8;
+
+/// Records the question names: an identifier whose shape is one table's key shape, or
+/// that directly follows a word naming a table ("订单 Z999").
+pub(crate) fn record_refs(question: &str, tables: &[TableInfo]) -> Vec<RecordRef> {
+    let mut out = Vec::new();
+    for id in identifiers(question) {
+        let shape = key_shape(&id);
+        let by_shape: Vec<&TableInfo> = tables
+            .iter()
+            .filter(|t| t.key_shapes.contains(&shape))
+            .collect();
+        let table = if by_shape.len() == 1 {
+            Some(by_shape[0].schema.table.clone())
+        } else {
+            let at = question.find(&id).unwrap_or(0);
+            let before: String = question[..at]
+                .chars()
+                .rev()
+                .take(8)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            let before = before.trim_end();
+            let named: Vec<&TableInfo> = tables
+                .iter()
+                .filter(|t| {
+                    crate::text::table_words(&t.schema.table)
+                        .iter()
+                        .any(|w| before.to_lowercase().ends_with(w.as_str()))
+                })
+                .collect();
+            (named.len() == 1).then(|| named[0].schema.table.clone())
+        };
+        if let Some(table) = table {
+            out.push(RecordRef { table, key: id });
+        }
+    }
+    out
+}
+
+/// The planner that needs no model: searches, follows record links and identifiers
+/// for tables the question names, rewrites, then degrades to dense-only search.
+#[derive(Debug, Default)]
+pub struct DeterministicPlanner {
+    /// Per sub-question: 0 initial, 1 follow, 2 rewrite, 3 degrade, 4 done.
+    stage: Vec<u8>,
+}
+
+impl DeterministicPlanner {
+    /// Whether some sub-question still has its follow-ups ahead.
+    pub fn has_follow_ups(&self, state: &State) -> bool {
+        (0..state.sub_questions.len()).any(|i| self.stage.get(i).copied().unwrap_or(0) < 2)
+    }
+
+    pub fn exhausted_rewrites(&self) -> bool {
+        self.stage.iter().all(|&s| s >= 3)
+    }
+}
+
+/// The search query of a sub-question: its text, with what an earlier sub-question
+/// found standing in for "these …".
+pub(crate) fn query_of(state: &State, i: usize) -> String {
+    let sq = &state.sub_questions[i];
+    if i > 0 && refers_back(&sq.text) {
+        let ids = selected_keys(state, i - 1);
+        if !ids.is_empty() {
+            return format!("{} {}", ids.join(" "), sq.text);
+        }
+    }
+    sq.text.clone()
+}
+
+/// Keys of the records an earlier sub-question selected: rows found for it, narrowed
+/// to those whose field values the sub-question names ("高价值" → tier = 高价值).
+pub fn selected_keys(state: &State, i: usize) -> Vec<String> {
+    selected_records(state, i)
+        .into_iter()
+        .map(|r| r.row.key.clone())
+        .collect()
+}
+
+pub(crate) fn selected_records(state: &State, i: usize) -> Vec<&crate::RecordHit> {
+    let text = &state.sub_questions[i].text;
+    let rows = state.records_of(i);
+    let named_values: HashSet<String> = rows
+        .iter()
+        .flat_map(|r| r.row.fields.values())
+        .filter_map(|v| v.as_str())
+        .filter(|v| v.chars().count() >= 2 && text.contains(*v))
+        .map(str::to_string)
+        .collect();
+    rows.into_iter()
+        .filter(|r| {
+            named_values.is_empty()
+                || r.row
+                    .fields
+                    .values()
+                    .filter_map(|v| v.as_str())
+                    .any(|v| named_values.contains(v))
+        })
+        .collect()
+}
+
+impl Planner for DeterministicPlanner {
+    fn propose(&mut self, state: &State) -> Vec<Proposal> {
+        let n = state.sub_questions.len();
+        self.stage.resize(n, 0);
+        let mut out = Vec::new();
+        let p = |call: ToolCall, i: usize| Proposal {
+            call,
+            sub_question: i,
+            by: "deterministic".into(),
+        };
+        for i in 0..n {
+            let sq = &state.sub_questions[i];
+            match self.stage[i] {
+                0 => {
+                    if i > 0 && refers_back(&sq.text) && self.stage[i - 1] < 2 {
+                        continue; // waits for what the previous sub-question finds
+                    }
+                    let q = query_of(state, i);
+                    if !state.linked_documents.is_empty() {
+                        for (doc, at) in &state.linked_documents {
+                            out.push(p(
+                                ToolCall::DocumentSearch {
+                                    query: q.clone(),
+                                    mode: "hybrid".into(),
+                                    k: 8,
+                                    documents: vec![doc.clone()],
+                                    as_of: Some(*at),
+                                },
+                                i,
+                            ));
+                        }
+                    } else if state.mode == Some(dossier_engine::Mode::Global) {
+                        out.push(p(ToolCall::CommunityReports { query: q.clone() }, i));
+                    } else {
+                        for name in state.entities.get(i).into_iter().flatten().take(2) {
+                            out.push(p(
+                                ToolCall::GraphNeighbors {
+                                    entity: name.clone(),
+                                    hops: 2,
+                                },
+                                i,
+                            ));
+                        }
+                        out.push(p(
+                            ToolCall::DocumentSearch {
+                                query: q,
+                                mode: "graph".into(),
+                                k: 6,
+                                documents: vec![],
+                                as_of: None,
+                            },
+                            i,
+                        ));
+                    }
+                    self.stage[i] = 1;
+                }
+                1 => {
+                    // Identifiers in the evidence, for a table this sub-question names
+                    // (not when it refers back: then the set is what came before).
+                    let mut n_follow = 0;
+                    let refers = i > 0 && refers_back(&sq.text);
+                    for t in state
+                        .tables
+                        .iter()
+                        .filter(|t| !refers && names_table(&sq.text, &t.schema.table))
+                    {
+                        for e in state.evidence_of(i) {
+                            for s in sentences(&e.text)
+                                .iter()
+                                .filter(|s| !looks_like_instruction(s))
+                            {
+                                for id in identifiers(s) {
+                                    if t.key_shapes.contains(&key_shape(&id))
+                                        && n_follow < MAX_FOLLOWED_RECORDS
+                                    {
+                                        n_follow += 1;
+                                        out.push(p(
+                                            ToolCall::Record {
+                                                table: t.schema.table.clone(),
+                                                key: id,
+                                            },
+                                            i,
+                                        ));
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    self.stage[i] = 2;
+                }
+                2 => {
+                    if !sq.covered {
+                        out.extend(
+                            rewritten_search(state, i, "hybrid")
+                                .into_iter()
+                                .map(|c| p(c, i)),
+                        );
+                    }
+                    self.stage[i] = if sq.covered { 4 } else { 3 };
+                }
+                3 => {
+                    let failed = state.steps.iter().any(|s| {
+                        s.sub_question == i
+                            && s.action == "document_search"
+                            && matches!(s.status, ToolStatus::Timeout | ToolStatus::Error)
+                    });
+                    if !sq.covered && failed {
+                        out.extend(
+                            rewritten_search(state, i, "vector")
+                                .into_iter()
+                                .map(|c| p(c, i)),
+                        );
+                    }
+                    self.stage[i] = 4;
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+}
+
+/// A search with the sub-question rewritten to its content terms (and what earlier
+/// sub-questions found), within linked documents when there are any.
+fn rewritten_search(state: &State, i: usize, mode: &str) -> Vec<ToolCall> {
+    let base = query_of(state, i);
+    let mut parts = identifiers(&base);
+    parts.extend(content_terms(&state.sub_questions[i].text));
+    let q = parts.join(" ");
+    if q.trim().is_empty() {
+        return vec![];
+    }
+    if state.linked_documents.is_empty() {
+        vec![ToolCall::DocumentSearch {
+            query: q,
+            mode: mode.into(),
+            k: 8,
+            documents: vec![],
+            as_of: None,
+        }]
+    } else {
+        state
+            .linked_documents
+            .iter()
+            .map(|(d, at)| ToolCall::DocumentSearch {
+                query: q.clone(),
+                mode: mode.into(),
+                k: 8,
+                documents: vec![d.clone()],
+                as_of: Some(*at),
+            })
+            .collect()
+    }
+}
+
+/// The program's check of a proposal. Identity never appears in a call (the tools take
+/// none); what is checked is the tool contract and where a record key came from.
+pub fn validate(state: &State, p: &Proposal) -> Result<(), String> {
+    if p.sub_question >= state.sub_questions.len() {
+        return Err("no such sub-question".into());
+    }
+    match &p.call {
+        ToolCall::Record { table, key } => {
+            if !state.tables.iter().any(|t| &t.schema.table == table) {
+                return Err(format!("unknown table {table:?}"));
+            }
+            let key = key.trim();
+            if key.is_empty() || key.len() > 64 || key.contains(char::is_whitespace) {
+                return Err("a record key is one identifier".into());
+            }
+            // Where the key came from decides whether it may be read.
+            let in_question = state.question.contains(key);
+            let from_records = state
+                .records
+                .iter()
+                .any(|r| r.hit.row.fields.values().any(|v| v.as_str() == Some(key)));
+            let sq = &state.sub_questions[p.sub_question];
+            let from_evidence = names_table(&sq.text, table)
+                && state.evidence_of(p.sub_question).iter().any(|e| {
+                    sentences(&e.text).iter().any(|s| {
+                        !looks_like_instruction(s) && identifiers(s).iter().any(|i| i == key)
+                    })
+                });
+            if !(in_question || from_records || from_evidence) {
+                return Err(format!(
+                    "record key {key} is not in the question, a record link, or evidence for a table the question names"
+                ));
+            }
+        }
+        ToolCall::DocumentSearch {
+            query,
+            mode,
+            k,
+            documents,
+            as_of,
+        } => {
+            if query.trim().is_empty() || query.chars().count() > 500 {
+                return Err("a search query is 1 to 500 characters".into());
+            }
+            if mode.parse::<dossier_engine::Mode>().is_err() {
+                return Err(format!("unknown mode {mode:?}"));
+            }
+            if *k == 0 || *k > 20 {
+                return Err("k is 1 to 20".into());
+            }
+            // Restrictions and dates come from records, never from a planner's say-so.
+            let linked = |d: &String| state.linked_documents.iter().any(|(x, _)| x == d);
+            if !documents.iter().all(linked) {
+                return Err("documents may only be those records link to".into());
+            }
+            if let Some(at) = as_of {
+                if !state.linked_documents.iter().any(|(_, d)| d == at) {
+                    return Err("as_of may only be a linked record's business date".into());
+                }
+            }
+        }
+        ToolCall::GraphNeighbors { entity, hops } => {
+            if entity.trim().is_empty() || *hops == 0 || *hops > 2 {
+                return Err("graph_neighbors takes an entity and 1 or 2 hops".into());
+            }
+        }
+        ToolCall::GraphPath { from, to } => {
+            if from.trim().is_empty() || to.trim().is_empty() {
+                return Err("graph_path takes two entities".into());
+            }
+        }
+        ToolCall::CommunityReports { query } => {
+            if query.trim().is_empty() {
+                return Err("community_reports takes a query".into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A duplicate proposal for another sub-question gets the evidence the first call
+/// brought.
+pub(crate) fn share_results(state: &mut State, p: &Proposal) {
+    let key = p.call.dedup_key();
+    let ids: Vec<String> = state
+        .steps
+        .iter()
+        .filter(|s| {
+            serde_json::from_value::<ToolCall>({
+                let mut v = s.args.clone();
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("tool".into(), Value::String(s.action.clone()));
+                }
+                v
+            })
+            .is_ok_and(|c| c.dedup_key() == key)
+        })
+        .flat_map(|s| s.evidence.clone())
+        .collect();
+    let sq = &mut state.sub_questions[p.sub_question];
+    for id in ids {
+        if !sq.evidence.contains(&id) && !id.contains('/') {
+            sq.evidence.push(id);
+        }
+    }
+}
+
+/// Adds a tool's output to the state; returns what the trace lists as its evidence.
+pub(crate) fn absorb(
+    state: &mut State,
+    budget: &mut BudgetUse,
+    call: &ToolCall,
+    sq: usize,
+    by: &str,
+    out: ToolOutput,
+) -> Vec<String> {
+    let mut ids = Vec::new();
+    if out.status != ToolStatus::Ok {
+        return ids;
+    }
+    for e in out.evidence {
+        ids.push(e.chunk_id.clone());
+        if !state.sub_questions[sq].evidence.contains(&e.chunk_id) {
+            state.sub_questions[sq].evidence.push(e.chunk_id.clone());
+        }
+        if !state.evidence.iter().any(|x| x.chunk_id == e.chunk_id) {
+            if budget.evidence_room() == 0 {
+                continue;
+            }
+            budget.add_evidence(1);
+            state.evidence.push(e);
+        }
+    }
+    for e in out.edges {
+        if !state.sub_questions[sq].edges.contains(&e) {
+            state.sub_questions[sq].edges.push(e);
+        }
+    }
+    for r in out.reports {
+        if !state
+            .reports
+            .iter()
+            .any(|x| x.community_id == r.community_id)
+        {
+            state.reports.push(r);
+        }
+    }
+    for c in out.conflicts {
+        if !state.conflicts.contains(&c) {
+            state.conflicts.push(c);
+        }
+    }
+    if let (Some(hit), ToolCall::Record { table, key }) = (out.record, call) {
+        ids.push(format!("{table}/{key}"));
+        let owner = hit.schema.owner_field.clone();
+        let fields: serde_json::Map<String, Value> = hit
+            .row
+            .fields
+            .iter()
+            .filter(|(k, _)| Some(*k) != owner.as_ref())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let name = format!("{table}/{key}");
+        state
+            .fact_sources
+            .insert(name.clone(), format!("record {name}"));
+        state.facts.insert(name.clone(), Value::Object(fields));
+        for f in &hit.schema.date_fields {
+            let Some(d) = hit
+                .row
+                .fields
+                .get(f)
+                .and_then(|v| v.as_str())
+                .and_then(|s| s.parse::<chrono::NaiveDate>().ok())
+            else {
+                continue;
+            };
+            let stem = f
+                .trim_end_matches("_at")
+                .trim_end_matches("_on")
+                .trim_end_matches("_date");
+            let fact = format!("{stem}_days_ago");
+            let days = (state.now - d).num_days();
+            let fact = if state.facts.contains_key(&fact) {
+                format!("{name}.{fact}")
+            } else {
+                fact
+            };
+            state.fact_sources.insert(
+                fact.clone(),
+                format!("{name}.{f} = {d}; business clock {}", state.now),
+            );
+            state.facts.insert(fact, Value::from(days));
+        }
+        let business_date = hit
+            .schema
+            .date_fields
+            .iter()
+            .filter_map(|f| {
+                hit.row
+                    .fields
+                    .get(f)?
+                    .as_str()?
+                    .parse::<chrono::NaiveDate>()
+                    .ok()
+            })
+            .next();
+        state.records.push(crate::FoundRecord {
+            sub_question: sq,
+            hit,
+            from_evidence: by != "program",
+            business_date,
+        });
+    }
+    ids
+}
+
+/// Marks each sub-question covered when its evidence (with the facts and graph edges
+/// found for it) names every identifier it asks about and enough of its content terms.
+pub(crate) fn judge(state: &mut State) {
+    for i in 0..state.sub_questions.len() {
+        let mut texts: Vec<String> = state
+            .evidence_of(i)
+            .iter()
+            .map(|e| e.text.clone())
+            .collect();
+        let has_evidence = !texts.is_empty();
+        // Records the question named serve every sub-question; others, their own.
+        for r in state
+            .records_of(i)
+            .into_iter()
+            .chain(state.question_records())
+        {
+            texts.push(format!(
+                "{} {} {}",
+                crate::text::table_words(&r.schema.table).join(" "),
+                r.row.key,
+                serde_json::to_string(&r.row.fields).unwrap_or_default()
+            ));
+        }
+        let sq = &state.sub_questions[i];
+        for e in &sq.edges {
+            texts.push(format!("{} {} {}", e.from, e.relation, e.to));
+        }
+        let all = texts.join("\n");
+        let lower = all.to_lowercase();
+        let ids_ok = identifiers(&sq.text)
+            .iter()
+            .all(|id| lower.contains(&id.to_lowercase()));
+        let terms = content_terms(&sq.text);
+        let have: HashSet<String> = content_terms(&all).into_iter().collect();
+        let coverage = if terms.is_empty() {
+            1.0
+        } else {
+            terms.iter().filter(|t| have.contains(*t)).count() as f32 / terms.len() as f32
+        };
+        // One sentence (or record, or edge) must carry two of the terms itself, so
+        // that scattered words across unrelated passages do not pass for an answer.
+        let best_sentence = texts
+            .iter()
+            .flat_map(|t| sentences(t))
+            .map(|s| {
+                let st: HashSet<String> = content_terms(&s).into_iter().collect();
+                terms.iter().filter(|t| st.contains(*t)).count()
+            })
+            .max()
+            .unwrap_or(0);
+        let from_reports = state.mode == Some(dossier_engine::Mode::Global)
+            && !state.reports.is_empty()
+            && has_evidence;
+        let covered = from_reports
+            || (has_evidence
+                && ids_ok
+                && coverage >= MIN_COVERAGE
+                && best_sentence >= terms.len().min(2));
+        state.sub_questions[i].covered = covered;
+        if i > 0 && refers_back(&state.sub_questions[i].text) {
+            let q = query_of(state, i);
+            if q != state.sub_questions[i].text {
+                state.sub_questions[i].rewritten = Some(q);
+            }
+        }
+    }
+}
+
+/// The answer's status from what was covered, what failed and what was found.
+pub(crate) fn status(state: &State, gaps: &[String]) -> AnswerStatus {
+    let covered = state.sub_questions.iter().filter(|s| s.covered).count();
+    if covered == state.sub_questions.len() && gaps.is_empty() {
+        AnswerStatus::Answered
+    } else if covered > 0 || !state.question_records().is_empty() {
+        AnswerStatus::Partial
+    } else {
+        AnswerStatus::InsufficientEvidence
+    }
+}

@@ -1,0 +1,312 @@
+//! Tools: the only way evidence enters the loop.
+//!
+//! Every call runs under a [`Scope`] the program built from the caller's principal; no
+//! tool takes an identity, a tenant or a group as an argument. Each returns a
+//! [`ToolStatus`] and evidence with provenance. A record that does not exist and one the
+//! caller may not read come back as `no_hit` and `forbidden` for the audit trace, and
+//! read the same ("unavailable") to the caller.
+
+use std::time::{Duration, Instant};
+
+use chrono::NaiveDate;
+use dossier_core::{RecordRow, RecordSchema, Scope};
+use dossier_engine::{Conflict, Engine, GraphEdge, Mode, RecordLookup, ReportJson};
+use serde::{Deserialize, Serialize};
+
+/// A tool call, as proposed by a planner and checked by the program.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "tool", rename_all = "snake_case")]
+pub enum ToolCall {
+    /// Search documents in a retrieval mode; `documents` restricts the search to those
+    /// document ids and `as_of` judges versions on that date (both set by the program
+    /// only, from record links and business dates).
+    DocumentSearch {
+        query: String,
+        mode: String,
+        k: usize,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        documents: Vec<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        as_of: Option<NaiveDate>,
+    },
+    /// An entity's typed neighbourhood in the caller's graph view.
+    GraphNeighbors { entity: String, hops: usize },
+    /// A shortest chain of visible edges between two entities.
+    GraphPath { from: String, to: String },
+    /// Community reports ranked against a query.
+    CommunityReports { query: String },
+    /// One record by table and key.
+    Record { table: String, key: String },
+}
+
+impl ToolCall {
+    pub fn name(&self) -> &'static str {
+        match self {
+            ToolCall::DocumentSearch { .. } => "document_search",
+            ToolCall::GraphNeighbors { .. } => "graph_neighbors",
+            ToolCall::GraphPath { .. } => "graph_path",
+            ToolCall::CommunityReports { .. } => "community_reports",
+            ToolCall::Record { .. } => "record",
+        }
+    }
+
+    /// The call with its text arguments normalised (case, width, spacing), for
+    /// de-duplication: the same question asked twice is one call.
+    pub fn dedup_key(&self) -> String {
+        let norm = |s: &str| dossier_core::text::normalize(s);
+        match self {
+            ToolCall::DocumentSearch {
+                query,
+                mode,
+                documents,
+                as_of,
+                ..
+            } => format!(
+                "search|{}|{mode}|{}|{as_of:?}",
+                norm(query),
+                documents.join(",")
+            ),
+            ToolCall::GraphNeighbors { entity, hops } => format!("nbr|{}|{hops}", norm(entity)),
+            ToolCall::GraphPath { from, to } => format!("path|{}|{}", norm(from), norm(to)),
+            ToolCall::CommunityReports { query } => format!("reports|{}", norm(query)),
+            ToolCall::Record { table, key } => format!("record|{table}|{}", key.trim()),
+        }
+    }
+
+    pub fn args(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).unwrap_or_default();
+        if let Some(o) = v.as_object_mut() {
+            o.remove("tool");
+        }
+        v
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolStatus {
+    Ok,
+    NoHit,
+    Timeout,
+    Forbidden,
+    Error,
+}
+
+/// A chunk of evidence with its provenance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    pub chunk_id: String,
+    pub doc_id: String,
+    pub version: String,
+    pub section: String,
+    pub source_uri: String,
+    pub title: String,
+    pub text: String,
+    /// The loop step that fetched it.
+    pub fetched_at_step: usize,
+}
+
+/// A record the caller may read, with its schema.
+#[derive(Debug, Clone)]
+pub struct RecordHit {
+    pub schema: RecordSchema,
+    pub row: RecordRow,
+}
+
+/// What a tool returned.
+#[derive(Debug, Clone)]
+pub struct ToolOutput {
+    pub status: ToolStatus,
+    pub evidence: Vec<Evidence>,
+    pub record: Option<RecordHit>,
+    pub edges: Vec<GraphEdge>,
+    pub reports: Vec<ReportJson>,
+    pub conflicts: Vec<Conflict>,
+    /// For the audit trace only (never shown to the caller as such).
+    pub audit: Option<String>,
+}
+
+impl ToolOutput {
+    pub fn status(status: ToolStatus, audit: impl Into<String>) -> ToolOutput {
+        ToolOutput {
+            status,
+            evidence: vec![],
+            record: None,
+            edges: vec![],
+            reports: vec![],
+            conflicts: vec![],
+            audit: Some(audit.into()),
+        }
+    }
+}
+
+/// Runs tool calls under a scope. The seam the loop calls, and where tests inject
+/// faults.
+pub trait ToolRunner: Sync {
+    fn run(&self, scope: &Scope, call: &ToolCall, step: usize) -> ToolOutput;
+}
+
+/// The real tools, on an engine.
+pub struct EngineTools<'a> {
+    pub engine: &'a Engine,
+    /// A call that takes longer than this is reported as `timeout` (its result is
+    /// dropped).
+    pub timeout: Duration,
+}
+
+impl<'a> EngineTools<'a> {
+    pub fn new(engine: &'a Engine) -> EngineTools<'a> {
+        EngineTools {
+            engine,
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+fn evidence_of(hits: Vec<dossier_engine::Hit>, step: usize) -> Vec<Evidence> {
+    hits.into_iter()
+        .map(|h| Evidence {
+            chunk_id: h.chunk_id,
+            doc_id: h.doc_id,
+            version: h.version,
+            section: h.section,
+            source_uri: h.source_uri,
+            title: h.title,
+            text: h.text,
+            fetched_at_step: step,
+        })
+        .collect()
+}
+
+impl ToolRunner for EngineTools<'_> {
+    fn run(&self, scope: &Scope, call: &ToolCall, step: usize) -> ToolOutput {
+        let started = Instant::now();
+        let mut out = match self.run_inner(scope, call, step) {
+            Ok(o) => o,
+            // Unknown entities read like missing ones: nothing to show, no detail.
+            Err(dossier_engine::Error::NotFound(m)) => ToolOutput::status(ToolStatus::NoHit, m),
+            Err(e) => ToolOutput::status(ToolStatus::Error, e.to_string()),
+        };
+        if started.elapsed() > self.timeout {
+            out = ToolOutput::status(
+                ToolStatus::Timeout,
+                format!(
+                    "took {:?}, over the {:?} limit",
+                    started.elapsed(),
+                    self.timeout
+                ),
+            );
+        }
+        out
+    }
+}
+
+impl EngineTools<'_> {
+    fn run_inner(
+        &self,
+        scope: &Scope,
+        call: &ToolCall,
+        step: usize,
+    ) -> dossier_engine::Result<ToolOutput> {
+        let e = self.engine;
+        let mut out = ToolOutput::status(ToolStatus::Ok, "");
+        out.audit = None;
+        match call {
+            ToolCall::DocumentSearch {
+                query,
+                mode,
+                k,
+                documents,
+                as_of,
+            } => {
+                let mode: Mode = mode.parse()?;
+                let mut scope = scope.clone();
+                if let Some(d) = as_of {
+                    scope.at = *d;
+                }
+                let resp = if documents.is_empty() {
+                    e.search_scoped(&scope, query, mode, *k)?
+                } else {
+                    e.search_within(&scope, query, mode, *k, documents)?
+                };
+                out.evidence = evidence_of(resp.hits, step);
+                out.conflicts = resp.conflicts;
+                out.edges = resp.subgraph.map(|s| s.edges).unwrap_or_default();
+                out.reports = resp.reports.unwrap_or_default();
+            }
+            ToolCall::GraphNeighbors { entity, hops } => {
+                let g = e.graph_neighbors(scope, entity, (*hops).clamp(1, 2))?;
+                out.edges = g.edges;
+                out.evidence = self.provenance_evidence(scope, &out.edges, step)?;
+            }
+            ToolCall::GraphPath { from, to } => {
+                let p = e.graph_path(scope, from, to, 4)?;
+                out.edges = p.unwrap_or_default();
+                out.evidence = self.provenance_evidence(scope, &out.edges, step)?;
+            }
+            ToolCall::CommunityReports { query } => {
+                let resp = e.search_scoped(scope, query, Mode::Global, 12)?;
+                out.reports = resp.reports.unwrap_or_default();
+                out.evidence = evidence_of(resp.hits, step);
+            }
+            ToolCall::Record { table, key } => match e.record(scope, table, key)? {
+                RecordLookup::Found { schema, row } => {
+                    out.record = Some(RecordHit { schema, row });
+                }
+                RecordLookup::Missing => {
+                    return Ok(ToolOutput::status(
+                        ToolStatus::NoHit,
+                        format!("no row {key} in {table}"),
+                    ))
+                }
+                RecordLookup::Forbidden => {
+                    return Ok(ToolOutput::status(
+                        ToolStatus::Forbidden,
+                        format!("{table}/{key} exists but the principal may not read it"),
+                    ))
+                }
+            },
+        }
+        let empty = out.evidence.is_empty()
+            && out.record.is_none()
+            && out.edges.is_empty()
+            && out.reports.is_empty();
+        if empty {
+            out.status = ToolStatus::NoHit;
+        }
+        Ok(out)
+    }
+
+    /// The chunks that support `edges`, hydrated (and so checked) for the scope.
+    fn provenance_evidence(
+        &self,
+        scope: &Scope,
+        edges: &[GraphEdge],
+        step: usize,
+    ) -> dossier_engine::Result<Vec<Evidence>> {
+        let mut ids: Vec<String> = Vec::new();
+        for e in edges {
+            for c in &e.provenance {
+                if c.contains('#') && !ids.contains(c) {
+                    ids.push(c.clone());
+                }
+            }
+        }
+        Ok(evidence_of(self.engine.chunks_by_id(scope, &ids)?, step))
+    }
+}
+
+/// Injects faults for tests: every call to a named tool gets the given status.
+pub struct FaultInjector<'a> {
+    pub inner: &'a dyn ToolRunner,
+    pub faults: Vec<(String, ToolStatus)>,
+}
+
+impl ToolRunner for FaultInjector<'_> {
+    fn run(&self, scope: &Scope, call: &ToolCall, step: usize) -> ToolOutput {
+        match self.faults.iter().find(|(t, _)| t == call.name()) {
+            Some((_, status)) => ToolOutput::status(*status, "injected by the test harness"),
+            None => self.inner.run(scope, call, step),
+        }
+    }
+}

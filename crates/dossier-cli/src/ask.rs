@@ -1,0 +1,134 @@
+//! `dossier ask`: the agent loop from the command line.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use chrono::NaiveDate;
+use dossier_agent::{Agent, AskRequest, AskResponse, EngineTools};
+use dossier_engine::{Engine, Mode};
+use dossier_llm::{ChatModel, LocalServer, OpenAiChat};
+
+#[derive(clap::Args)]
+pub struct AskArgs {
+    question: String,
+    /// Principal id (tenant and groups come from the ingested principals).
+    #[arg(long = "as")]
+    principal: String,
+    /// The business clock (default: today).
+    #[arg(long)]
+    now: Option<NaiveDate>,
+    /// Judge document versions in force on this date.
+    #[arg(long)]
+    as_of: Option<NaiveDate>,
+    /// `global` asks the community reports; default: documents, records and graph.
+    #[arg(long)]
+    mode: Option<String>,
+    /// Chat model: `none` (default: deterministic planner, extractive answer), `local`
+    /// (starts the llama-server installed by scripts/setup-llm), or an OpenAI-compatible
+    /// base URL (`http://host:port/v1`, model from --llm-model).
+    #[arg(long, default_value = "none", env = "DOSSIER_LLM")]
+    llm: String,
+    /// Model name sent to an OpenAI-compatible server.
+    #[arg(long, default_value = "default", env = "DOSSIER_LLM_MODEL")]
+    llm_model: String,
+    /// Write the whole trajectory (JSON) to this file.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+}
+
+pub fn run(engine: &Engine, args: &AskArgs, json: bool) -> Result<ExitCode> {
+    let mode = match args.mode.as_deref() {
+        None => None,
+        Some(m) => {
+            let m: Mode = m.parse()?;
+            if m != Mode::Global {
+                bail!("ask --mode takes only `global` (other questions pick their own tools)");
+            }
+            Some(m)
+        }
+    };
+    // Kept alive for the whole question when started here.
+    let mut _server: Option<LocalServer> = None;
+    let model: Option<Box<dyn ChatModel>> = match args.llm.as_str() {
+        "none" => None,
+        "local" => {
+            let s = LocalServer::start().context("starting the local model")?;
+            let m = s.chat_model(Duration::from_secs(120))?;
+            _server = Some(s);
+            Some(Box::new(m))
+        }
+        url if url.starts_with("http://") || url.starts_with("https://") => Some(Box::new(
+            OpenAiChat::new(url, &args.llm_model, Duration::from_secs(120))?
+                .with_api_key_env("DOSSIER_LLM_API_KEY"),
+        )),
+        other => bail!("--llm {other:?}: expected none, local, or an http(s) URL"),
+    };
+    let tools = EngineTools::new(engine);
+    let agent = Agent {
+        engine,
+        tools: &tools,
+        model: model.as_deref(),
+    };
+    let mut req = AskRequest::new(
+        &args.principal,
+        &args.question,
+        args.now
+            .unwrap_or_else(|| chrono::Local::now().date_naive()),
+    );
+    req.as_of = args.as_of;
+    req.mode = mode;
+    let resp = agent.ask(&req)?;
+    if let Some(path) = &args.trace {
+        std::fs::write(path, serde_json::to_string_pretty(&resp.trace)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if json {
+        crate::print_json(&resp)?;
+    } else {
+        print_human(&resp);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_human(r: &AskResponse) {
+    let status = serde_json::to_value(r.status)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    println!("[{status}]");
+    println!("{}", r.answer);
+    if !r.gaps.is_empty() && !r.answer.contains(&r.gaps[0]) {
+        for g in &r.gaps {
+            println!("gap: {g}");
+        }
+    }
+    if !r.citations.is_empty() {
+        println!();
+        for c in &r.citations {
+            println!(
+                "[{}] {}@{} § {} <{}>  “{}”",
+                c.mark, c.doc_id, c.version, c.section, c.source_uri, c.quote
+            );
+        }
+    }
+    let t = &r.trace;
+    let calls: Vec<String> = t
+        .budget
+        .calls
+        .iter()
+        .map(|(k, v)| format!("{k}×{v}"))
+        .collect();
+    println!(
+        "\ntrajectory: {} steps ({}), {} rejected, {} sub-questions ({} covered), planner {}, writer {}, {} ms",
+        t.steps.len(),
+        calls.join(" "),
+        t.rejected_proposals.len(),
+        t.sub_questions.len(),
+        t.sub_questions.iter().filter(|s| s.covered).count(),
+        t.planner,
+        t.writer,
+        t.budget.elapsed_ms
+    );
+}
