@@ -207,6 +207,7 @@ impl Planner for DeterministicPlanner {
                             for s in sentences(&e.text)
                                 .iter()
                                 .filter(|s| !looks_like_instruction(s))
+                                .filter(|s| about(s, &sq.text))
                             {
                                 for id in identifiers(s) {
                                     if t.key_shapes.contains(&key_shape(&id))
@@ -257,6 +258,21 @@ impl Planner for DeterministicPlanner {
         }
         out
     }
+}
+
+/// Whether an evidence sentence is about the sub-question: it names the
+/// sub-question's identifiers (when it has any) and shares two of its content terms.
+fn about(sentence: &str, sub_question: &str) -> bool {
+    let ids = identifiers(sub_question);
+    if !ids.is_empty() && !ids.iter().any(|id| sentence.contains(id.as_str())) {
+        return false;
+    }
+    let st: HashSet<String> = content_terms(sentence).into_iter().collect();
+    content_terms(sub_question)
+        .iter()
+        .filter(|t| st.contains(*t))
+        .count()
+        >= 2
 }
 
 /// A search with the sub-question rewritten to its content terms (and what earlier
