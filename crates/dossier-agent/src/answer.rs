@@ -546,10 +546,16 @@ pub struct ModelAnswerCheck {
     pub notes: Vec<String>,
 }
 
-/// Keeps the model's sentences whose marks all name citations of this run and that
-/// cite at least one; drops the others (recorded in `notes`).
-pub fn verify_model_answer(text: &str, citations: &[Citation]) -> ModelAnswerCheck {
+/// Keeps the model's sentences whose marks all name citations of this run, that cite
+/// at least one, and whose identifiers (order, product, customer ids…) all occur in
+/// the run's quotes, facts or question (`known`); drops the others (in `notes`).
+pub fn verify_model_answer(
+    text: &str,
+    citations: &[Citation],
+    known: &str,
+) -> ModelAnswerCheck {
     let valid: HashSet<usize> = citations.iter().map(|c| c.mark).collect();
+    let known = known.to_lowercase();
     let mut out = ModelAnswerCheck::default();
     let mut kept = Vec::new();
     for s in sentences(text) {
@@ -563,6 +569,13 @@ pub fn verify_model_answer(text: &str, citations: &[Citation]) -> ModelAnswerChe
         } else if let Some(bad) = marks.iter().find(|m| !valid.contains(m)) {
             out.notes.push(format!(
                 "model claim citing [{bad}], which is no evidence of this run, dropped: {s}"
+            ));
+        } else if let Some(id) = identifiers(&MARK.replace_all(&s, ""))
+            .into_iter()
+            .find(|id| !known.contains(&id.to_lowercase()))
+        {
+            out.notes.push(format!(
+                "model claim naming {id}, which nothing of this run contains, dropped: {s}"
             ));
         } else {
             kept.push(s);
@@ -593,11 +606,13 @@ mod tests {
     fn model_claims_need_marks_of_this_run() {
         let c = vec![cite(1), cite(2)];
         let v = verify_model_answer(
-            "不符合无理由退货 [1]。可以申请检测 [2]。保修三年 [7]。随便说说。",
+            "不符合无理由退货 [1]。可以申请检测 [2]。保修三年 [7]。随便说说。订单 A100 也可以 [1]。",
             &c,
+            "q A123",
         );
         assert_eq!(v.kept_claims, 2, "{v:?}");
         assert!(v.text.contains("[1]") && v.text.contains("[2]") && !v.text.contains("保修"));
-        assert_eq!(v.notes.len(), 2);
+        assert!(!v.text.contains("A100"));
+        assert_eq!(v.notes.len(), 3);
     }
 }

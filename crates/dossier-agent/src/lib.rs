@@ -432,10 +432,28 @@ impl<'a> Agent<'a> {
                 match model::write_answer(m, &state, &draft) {
                     Ok((text, tokens)) => {
                         budget.add_tokens(tokens);
-                        let verified = answer::verify_model_answer(&text, &draft.citations);
+                        let known = format!(
+                            "{}\n{}\n{}",
+                            state.question,
+                            serde_json::to_string(&state.facts).unwrap_or_default(),
+                            draft
+                                .citations
+                                .iter()
+                                .map(|c| c.quote.as_str())
+                                .collect::<Vec<_>>()
+                                .join("\n")
+                        );
+                        // Only the blocks the model was shown can be cited.
+                        let shown = &draft.citations[..draft.citations.len().min(model::MAX_BLOCKS)];
+                        let verified = answer::verify_model_answer(&text, shown, &known);
                         if verified.kept_claims > 0 {
                             draft.notes.extend(verified.notes);
                             draft.answer = verified.text;
+                            // The citations are the ones the kept claims use.
+                            let answer = draft.answer.clone();
+                            draft
+                                .citations
+                                .retain(|c| answer.contains(&format!("[{}]", c.mark)));
                             writer_used = "model".into();
                         } else {
                             state.degraded.push(format!(

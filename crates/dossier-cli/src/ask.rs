@@ -55,12 +55,12 @@ pub fn run(engine: &Engine, args: &AskArgs, json: bool) -> Result<ExitCode> {
         "none" => None,
         "local" => {
             let s = LocalServer::start().context("starting the local model")?;
-            let m = s.chat_model(Duration::from_secs(120))?;
+            let m = s.chat_model(Duration::from_secs(180))?;
             _server = Some(s);
             Some(Box::new(m))
         }
         url if url.starts_with("http://") || url.starts_with("https://") => Some(Box::new(
-            OpenAiChat::new(url, &args.llm_model, Duration::from_secs(120))?
+            OpenAiChat::new(url, &args.llm_model, Duration::from_secs(180))?
                 .with_api_key_env("DOSSIER_LLM_API_KEY"),
         )),
         other => bail!("--llm {other:?}: expected none, local, or an http(s) URL"),

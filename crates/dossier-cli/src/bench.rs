@@ -23,6 +23,8 @@ use serde::Serialize;
 pub enum BenchAction {
     /// Build (or reuse) a synthetic store and measure search latency per mode.
     Synthetic(SyntheticArgs),
+    /// The agent loop's overhead and trajectory metrics over scenario or dataset questions.
+    Ask(crate::bench_ask::AskBenchArgs),
 }
 
 #[derive(Args)]
@@ -230,7 +232,10 @@ fn generate(engine: &Engine, a: &SyntheticArgs, embedder: &dyn Embedder) -> Resu
 }
 
 pub fn run(json: bool, action: &BenchAction) -> Result<ExitCode> {
-    let BenchAction::Synthetic(a) = action;
+    let a = match action {
+        BenchAction::Synthetic(a) => a,
+        BenchAction::Ask(_) => unreachable!("dispatched in main"),
+    };
     if a.chunks == 0 || a.chunks_per_doc == 0 || a.tenants == 0 {
         bail!("--chunks, --chunks-per-doc and --tenants must be positive");
     }

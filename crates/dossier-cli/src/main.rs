@@ -2,6 +2,7 @@
 
 mod ask;
 mod bench;
+mod bench_ask;
 mod review;
 
 use std::io::IsTerminal;
@@ -623,6 +624,9 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Bench {
+            action: bench::BenchAction::Ask(args),
+        } => bench_ask::run(&open_existing(cli)?, args, cli.json),
         Command::Bench { action } => bench::run(cli.json, action),
     }
 }
