@@ -549,11 +549,7 @@ pub struct ModelAnswerCheck {
 /// Keeps the model's sentences whose marks all name citations of this run, that cite
 /// at least one, and whose identifiers (order, product, customer ids…) all occur in
 /// the run's quotes, facts or question (`known`); drops the others (in `notes`).
-pub fn verify_model_answer(
-    text: &str,
-    citations: &[Citation],
-    known: &str,
-) -> ModelAnswerCheck {
+pub fn verify_model_answer(text: &str, citations: &[Citation], known: &str) -> ModelAnswerCheck {
     let valid: HashSet<usize> = citations.iter().map(|c| c.mark).collect();
     let known = known.to_lowercase();
     let mut out = ModelAnswerCheck::default();

@@ -444,7 +444,8 @@ impl<'a> Agent<'a> {
                                 .join("\n")
                         );
                         // Only the blocks the model was shown can be cited.
-                        let shown = &draft.citations[..draft.citations.len().min(model::MAX_BLOCKS)];
+                        let shown =
+                            &draft.citations[..draft.citations.len().min(model::MAX_BLOCKS)];
                         let verified = answer::verify_model_answer(&text, shown, &known);
                         if verified.kept_claims > 0 {
                             draft.notes.extend(verified.notes);

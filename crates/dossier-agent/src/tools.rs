@@ -251,7 +251,10 @@ impl EngineTools<'_> {
             }
             ToolCall::Record { table, key } => match e.record(scope, table, key)? {
                 RecordLookup::Found { schema, row } => {
-                    out.record = Some(RecordHit { schema, row });
+                    out.record = Some(RecordHit {
+                        schema: *schema,
+                        row: *row,
+                    });
                 }
                 RecordLookup::Missing => {
                     return Ok(ToolOutput::status(

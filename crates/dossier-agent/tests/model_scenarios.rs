@@ -69,7 +69,11 @@ fn scenario_cases_keep_every_safety_property_with_the_local_model() {
             o.response.trace.metrics.model_ms,
             o.response.trace.metrics.tool_ms,
             o.response.trace.rejected_proposals.len(),
-            if o.failures.is_empty() { String::new() } else { format!("  {:?}", o.failures) }
+            if o.failures.is_empty() {
+                String::new()
+            } else {
+                format!("  {:?}", o.failures)
+            }
         );
         for f in o.failures {
             if is_safety_failure(&f) {
@@ -84,5 +88,8 @@ fn scenario_cases_keep_every_safety_property_with_the_local_model() {
          model {model_ms} ms vs tools {tool_ms} ms; {rejected} proposals rejected; quality misses: {quality:?}",
         started.elapsed().as_secs()
     );
-    assert!(safety.is_empty(), "safety properties broken with the model: {safety:#?}");
+    assert!(
+        safety.is_empty(),
+        "safety properties broken with the model: {safety:#?}"
+    );
 }

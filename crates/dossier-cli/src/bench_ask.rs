@@ -65,14 +65,16 @@ fn load(engine: &Engine, a: &AskBenchArgs) -> Result<Vec<Q>> {
         let tenant = "default";
         if engine.principal("eval").is_err() {
             // The dataset store has no principals: one reader of the default tenant.
-            engine.store().commit(dossier_engine::dossier_store::catalog::CommitBatch {
-                principals: vec![Principal {
-                    id: "eval".into(),
-                    tenant: tenant.into(),
-                    groups: vec![],
-                }],
-                ..Default::default()
-            })?;
+            engine
+                .store()
+                .commit(dossier_engine::dossier_store::catalog::CommitBatch {
+                    principals: vec![Principal {
+                        id: "eval".into(),
+                        tenant: tenant.into(),
+                        groups: vec![],
+                    }],
+                    ..Default::default()
+                })?;
             eprintln!("added principal `eval` (tenant {tenant}) to the store");
         }
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
@@ -86,8 +88,8 @@ fn load(engine: &Engine, a: &AskBenchArgs) -> Result<Vec<Q>> {
             });
         }
     } else {
-        let text = std::fs::read_to_string(&a.source)
-            .with_context(|| a.source.display().to_string())?;
+        let text =
+            std::fs::read_to_string(&a.source).with_context(|| a.source.display().to_string())?;
         let cases: Vec<serde_yaml::Value> = serde_yaml::from_str(&text)?;
         for c in cases {
             // Cases that change the store or inject faults are the test suite's business.

@@ -17,8 +17,8 @@ use crate::{Engine, GraphNode, Mode, Result, SearchResponse};
 #[derive(Debug, Clone)]
 pub enum RecordLookup {
     Found {
-        schema: RecordSchema,
-        row: RecordRow,
+        schema: Box<RecordSchema>,
+        row: Box<RecordRow>,
     },
     Missing,
     Forbidden,
@@ -87,7 +87,10 @@ impl Engine {
         if !schema.row_readable_by(&row, &scope.principal_id, &scope.groups) {
             return Ok(RecordLookup::Forbidden);
         }
-        Ok(RecordLookup::Found { schema, row })
+        Ok(RecordLookup::Found {
+            schema: Box::new(schema),
+            row: Box::new(row),
+        })
     }
 
     /// The record tables of the scope's tenant with the shapes of their keys.

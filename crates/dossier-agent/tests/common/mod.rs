@@ -54,16 +54,23 @@ pub struct Outcome {
     pub says_total: usize,
 }
 
+/// When and how a question is asked.
+#[derive(Clone, Copy)]
+pub struct Clock {
+    pub now: NaiveDate,
+    pub as_of: Option<NaiveDate>,
+    pub mode: Option<Mode>,
+}
+
 pub fn ask(
     engine: &Engine,
     model: Option<&dyn dossier_llm::ChatModel>,
     who: &str,
     question: &str,
-    now: NaiveDate,
-    as_of: Option<NaiveDate>,
-    mode: Option<Mode>,
+    clock: Clock,
     fault: Option<(&str, ToolStatus)>,
 ) -> AskResponse {
+    let Clock { now, as_of, mode } = clock;
     let tools = EngineTools::new(engine);
     let injector;
     let runner: &dyn ToolRunner = match fault {
@@ -150,14 +157,13 @@ pub fn run_case(
         };
         (s(f, "tool").unwrap().to_string(), status)
     });
+    let clock = Clock { now, as_of, mode };
     let r = ask(
         engine,
         model,
         &who,
         &question,
-        now,
-        as_of,
-        mode,
+        clock,
         fault.as_ref().map(|(t, st)| (t.as_str(), *st)),
     );
     let everything = serde_json::to_string(&r).unwrap();
@@ -254,9 +260,7 @@ pub fn run_case(
                     model,
                     s(&v, "as").unwrap(),
                     s(&v, "question").unwrap(),
-                    now,
-                    as_of,
-                    mode,
+                    clock,
                     None,
                 );
                 if other.status != r.status || other.answer != r.answer {
