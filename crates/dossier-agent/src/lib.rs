@@ -21,6 +21,7 @@
 
 pub mod answer;
 pub mod budget;
+pub mod extract;
 pub mod model;
 pub mod planner;
 pub mod text;

@@ -152,6 +152,21 @@ enum GraphAction {
         #[arg(long, default_value_t = 4)]
         max_hops: usize,
     },
+    /// Ask a chat model for relations in a tenant's chunks: grounded proposals become
+    /// review candidates; the written policy accepts only known relations between known
+    /// entities at high confidence.
+    Propose {
+        #[arg(long)]
+        tenant: String,
+        /// `local` (llama-server from scripts/setup-llm) or an OpenAI-compatible base URL.
+        #[arg(long, default_value = "local")]
+        llm: String,
+        #[arg(long, default_value = "default")]
+        llm_model: String,
+        /// Chunks read at most.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
     /// The community reports the principal may see, each with its lineage.
     Reports {
         #[command(flatten)]
@@ -319,6 +334,41 @@ fn graph(cli: &Cli, action: &GraphAction) -> Result<ExitCode> {
                 }
                 println!("sources: {}", e.sources.join(", "));
                 print_edges(&e.edges);
+            }
+        }
+        GraphAction::Propose {
+            tenant,
+            llm,
+            llm_model,
+            limit,
+        } => {
+            let _server;
+            let model: Box<dyn dossier_llm::ChatModel> = if llm == "local" {
+                let s = dossier_llm::LocalServer::start()?;
+                let m = s.chat_model(std::time::Duration::from_secs(180))?;
+                _server = s;
+                Box::new(m)
+            } else {
+                Box::new(dossier_llm::OpenAiChat::new(
+                    llm,
+                    llm_model,
+                    std::time::Duration::from_secs(180),
+                )?)
+            };
+            let r =
+                dossier_agent::extract::propose_relations(&engine, model.as_ref(), tenant, *limit)?;
+            if cli.json {
+                print_json(&r)?;
+            } else {
+                println!(
+                    "{} chunks read, {} proposals ({} unusable replies): {} accepted by policy, {} queued for review, {} discarded as ungrounded",
+                    r.chunks,
+                    r.proposals,
+                    r.unusable_replies,
+                    r.outcome.accepted.len(),
+                    r.outcome.queued.len(),
+                    r.outcome.discarded.len()
+                );
             }
         }
         GraphAction::Reports { who } => {

@@ -113,6 +113,23 @@ impl Decision {
     }
 }
 
+/// A fact a model proposed (a relation read from one chunk), waiting in the review
+/// queue: never a fact on the model's word alone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelCandidate {
+    /// The candidate's id ([`Subject::id`]).
+    pub id: String,
+    pub tenant: String,
+    /// Always a [`Subject::Relation`].
+    pub subject: Subject,
+    /// The model's own confidence, 0..1.
+    pub confidence: f32,
+    /// Which model proposed it.
+    pub model: String,
+    /// When (RFC 3339).
+    pub at: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

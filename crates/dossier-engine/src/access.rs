@@ -136,3 +136,25 @@ impl Engine {
         Ok(self.hydrate(scope, &ranked, ranked.len())?.hits)
     }
 }
+
+impl Engine {
+    /// Chunks of a tenant's stored document versions (all of them: this is for
+    /// administrative passes such as model extraction, not for answering anyone).
+    pub fn tenant_chunks(&self, tenant: &str, limit: usize) -> Result<Vec<dossier_core::Chunk>> {
+        let view = self.store.view();
+        let seqs: Vec<u64> = view
+            .entries
+            .iter()
+            .filter(|e| e.meta.tenant == tenant)
+            .flat_map(|e| e.seqs.iter().copied())
+            .take(limit)
+            .collect();
+        Ok(self
+            .store
+            .catalog()
+            .chunks(&seqs)?
+            .into_iter()
+            .map(|c| c.chunk)
+            .collect())
+    }
+}

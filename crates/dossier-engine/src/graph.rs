@@ -264,6 +264,50 @@ impl Engine {
             for (schema, rows) in &tables {
                 graph.add(declared_records(schema, rows))?;
             }
+            let confidence: HashMap<String, f32> = catalog
+                .model_candidates()?
+                .into_iter()
+                .map(|c| (c.id, c.confidence))
+                .collect();
+            let mut approved = dossier_graph::Extraction::default();
+            for d in catalog.decisions()? {
+                if d.tenant != tenant || d.verdict != Verdict::Approved {
+                    continue;
+                }
+                // An approved model relation becomes an edge whose provenance is the
+                // chunk it was read from (so it is visible exactly where that chunk is).
+                if let Subject::Relation {
+                    from,
+                    relation,
+                    to,
+                    chunk_id,
+                } = &d.subject
+                {
+                    let Some(chunk) = chunks.iter().find(|c| &c.chunk_id == chunk_id) else {
+                        continue; // its source is gone
+                    };
+                    let mention = |n: &str| dossier_graph::Mention::new(n, EntityKind::Concept);
+                    approved.relations.push(dossier_graph::Relation {
+                        from: mention(from),
+                        relation: relation.clone(),
+                        to: mention(to),
+                        provenance: Provenance {
+                            tenant: tenant.to_string(),
+                            doc_id: chunk.doc_id.clone(),
+                            version: chunk.version.clone(),
+                            chunk_id: Some(chunk_id.clone()),
+                            span: None,
+                            source: dossier_graph::Source::Model {
+                                confidence: confidence.get(&d.id).copied().unwrap_or(0.0),
+                            },
+                        },
+                        evidence: Some(format!("approved by {}: {}", d.by, d.note)),
+                    });
+                }
+            }
+            if !approved.is_empty() {
+                graph.add(approved)?;
+            }
             for d in catalog.decisions()? {
                 if let (Subject::Merge { alias, canonical }, Verdict::Approved) =
                     (&d.subject, d.verdict)

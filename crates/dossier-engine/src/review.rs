@@ -139,6 +139,27 @@ impl Engine {
             }
         }
 
+        for c in self.store.catalog().model_candidates()? {
+            if !wanted(&c.tenant) || decided.contains_key(&c.id) {
+                continue;
+            }
+            items.insert(
+                (c.tenant.clone(), c.id.clone()),
+                ReviewItem {
+                    id: c.id.clone(),
+                    tenant: c.tenant.clone(),
+                    subject: c.subject.clone(),
+                    status: ReviewStatus::Open,
+                    reason: format!(
+                        "proposed by the model {} with confidence {:.2}; outside what the written policy accepts on its own",
+                        c.model, c.confidence
+                    ),
+                    evidence: vec![],
+                    decision: None,
+                },
+            );
+        }
+
         if include_decided {
             for d in decided.into_values().filter(|d| wanted(&d.tenant)) {
                 items.insert(
@@ -347,5 +368,115 @@ impl Engine {
             }
         }
         Ok(out)
+    }
+}
+
+/// Relations a model may add without a reviewer: the typed relations the text rules
+/// also produce.
+pub const POLICY_RELATIONS: &[&str] = &[
+    "supplied_by",
+    "affected_by",
+    "depends_on",
+    "owned_by",
+    "resolved_by",
+];
+/// Confidence from which a grounded proposal of a known relation between known
+/// entities is accepted by policy.
+pub const POLICY_MIN_CONFIDENCE: f32 = 0.9;
+/// Who the policy's decisions are recorded as.
+pub const POLICY_REVIEWER: &str = "policy:model-relations-v1";
+
+/// What happened to a batch of model proposals.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ProposalReport {
+    /// Accepted by the written policy (recorded as decisions by [`POLICY_REVIEWER`]).
+    pub accepted: Vec<String>,
+    /// Queued for a reviewer.
+    pub queued: Vec<String>,
+    /// Dropped: a name not in the chunk's text, an unknown chunk, an empty field.
+    pub discarded: Vec<String>,
+}
+
+impl Engine {
+    /// Applies the written policy to relations a model proposed, each read from one
+    /// chunk. A proposal is **discarded** unless both names occur in that chunk's text;
+    /// **accepted** (a decision by [`POLICY_REVIEWER`]) only when its relation is one of
+    /// [`POLICY_RELATIONS`], both names are already entities of the tenant, and the
+    /// confidence is at least [`POLICY_MIN_CONFIDENCE`]; otherwise **queued** for review.
+    pub fn submit_model_candidates(
+        &self,
+        proposals: Vec<dossier_core::review::ModelCandidate>,
+    ) -> Result<ProposalReport> {
+        let mut report = ProposalReport::default();
+        let mut batch = dossier_store::catalog::CommitBatch::default();
+        // The same proposal twice counts once, at its highest confidence.
+        let mut proposals = proposals;
+        proposals.sort_by(|a, b| b.confidence.total_cmp(&a.confidence));
+        let mut seen = std::collections::HashSet::new();
+        for mut c in proposals {
+            if !seen.insert(c.subject.id(&c.tenant)) {
+                continue;
+            }
+            let Subject::Relation {
+                from,
+                relation,
+                to,
+                chunk_id,
+            } = &c.subject
+            else {
+                report.discarded.push(format!("{}: not a relation", c.id));
+                continue;
+            };
+            let state = self.tenant_graph(&c.tenant)?;
+            let text = match state.chunk_seq.get(chunk_id) {
+                Some(&seq) => self
+                    .store
+                    .catalog()
+                    .chunks(&[seq])?
+                    .pop()
+                    .map(|s| s.chunk.text),
+                None => None,
+            };
+            let grounded = text.as_deref().is_some_and(|t| {
+                let t = dossier_core::text::normalize(t);
+                [from, to].iter().all(|n| {
+                    let n = dossier_core::text::normalize(n);
+                    !n.is_empty() && t.contains(&n)
+                })
+            });
+            let desc = c.subject.describe();
+            if !grounded || relation.trim().is_empty() {
+                report.discarded.push(desc);
+                continue;
+            }
+            c.id = c.subject.id(&c.tenant);
+            let all = state.graph.view(&|_| true);
+            let known = all.resolve(from).is_some() && all.resolve(to).is_some();
+            if POLICY_RELATIONS.contains(&relation.as_str())
+                && known
+                && c.confidence >= POLICY_MIN_CONFIDENCE
+            {
+                batch.decisions.push(Decision {
+                    id: c.id.clone(),
+                    tenant: c.tenant.clone(),
+                    subject: c.subject.clone(),
+                    verdict: Verdict::Approved,
+                    by: POLICY_REVIEWER.into(),
+                    at: chrono::Utc::now().to_rfc3339(),
+                    note: format!(
+                        "{} proposed it with confidence {:.2}; known relation between known entities, grounded in {chunk_id}",
+                        c.model, c.confidence
+                    ),
+                });
+                report.accepted.push(desc);
+            } else {
+                report.queued.push(desc);
+            }
+            batch.candidates.push(c);
+        }
+        if !batch.is_empty() {
+            self.store.commit(batch)?;
+        }
+        Ok(report)
     }
 }

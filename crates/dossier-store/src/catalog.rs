@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use dossier_core::review::Decision;
+use dossier_core::review::{Decision, ModelCandidate};
 use dossier_core::{Chunk, DocumentVersion, Principal, RecordRow, RecordSchema};
 use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
 use serde::{Deserialize, Serialize};
@@ -28,6 +28,8 @@ const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const CHANGES: TableDefinition<u64, &[u8]> = TableDefinition::new("changes");
 /// `tenant␟candidate id` → [`Decision`] (JSON): review-queue decisions.
 const REVIEWS: TableDefinition<&str, &[u8]> = TableDefinition::new("reviews");
+/// `tenant␟candidate id` → [`ModelCandidate`] (JSON): model proposals awaiting review.
+const CANDIDATES: TableDefinition<&str, &[u8]> = TableDefinition::new("model_candidates");
 
 const SEP: char = '\u{1f}';
 
@@ -79,6 +81,8 @@ pub struct CommitBatch {
     pub deletes: Vec<(String, String, Option<String>)>,
     /// Review decisions; a later decision on the same candidate replaces the earlier.
     pub decisions: Vec<Decision>,
+    /// Model proposals for the review queue.
+    pub candidates: Vec<ModelCandidate>,
 }
 
 impl CommitBatch {
@@ -88,6 +92,7 @@ impl CommitBatch {
             && self.principals.is_empty()
             && self.deletes.is_empty()
             && self.decisions.is_empty()
+            && self.candidates.is_empty()
     }
 }
 
@@ -139,6 +144,8 @@ pub trait CatalogBackend: Send + Sync {
     fn record_tables(&self) -> Result<Vec<(RecordSchema, Vec<RecordRow>)>>;
     /// Every review decision.
     fn decisions(&self) -> Result<Vec<Decision>>;
+    /// Every model candidate (decided ones included; decisions say which).
+    fn model_candidates(&self) -> Result<Vec<ModelCandidate>>;
     /// Writes `batch` in one transaction and returns what changed.
     fn commit(&self, batch: CommitBatch) -> Result<ChangeSet>;
 }
@@ -157,6 +164,7 @@ impl Catalog {
             tx.open_table(META)?;
             tx.open_table(CHANGES)?;
             tx.open_table(REVIEWS)?;
+            tx.open_table(CANDIDATES)?;
         }
         tx.commit()?;
         Ok(Catalog { db })
@@ -342,6 +350,16 @@ impl CatalogBackend for Catalog {
         Ok(out)
     }
 
+    fn model_candidates(&self) -> Result<Vec<ModelCandidate>> {
+        let rx = self.db.begin_read()?;
+        let t = rx.open_table(CANDIDATES)?;
+        let mut out = Vec::new();
+        for row in t.iter()? {
+            out.push(serde_json::from_slice(row?.1.value())?);
+        }
+        Ok(out)
+    }
+
     /// Writes `batch` in one transaction and returns what changed. Documents whose
     /// tenant, id, version and digest are already stored must be filtered out by the
     /// caller; a stored version with another digest is replaced.
@@ -473,6 +491,11 @@ impl CatalogBackend for Catalog {
             for d in batch.decisions {
                 let k = key(&[&d.tenant, &d.id]);
                 reviews.insert(k.as_str(), serde_json::to_vec(&d)?.as_slice())?;
+            }
+            let mut candidates = tx.open_table(CANDIDATES)?;
+            for c in batch.candidates {
+                let k = key(&[&c.tenant, &c.id]);
+                candidates.insert(k.as_str(), serde_json::to_vec(&c)?.as_slice())?;
             }
 
             change.generation = generation;
