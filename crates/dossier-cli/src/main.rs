@@ -61,9 +61,10 @@ enum Command {
         #[arg(long)]
         as_of: Option<NaiveDate>,
         /// bm25, vector, hybrid, local (query entities → neighbourhood), graph (hybrid
-        /// fused with graph propagation), global (community reports) or drift (local +
-        /// community context).
-        #[arg(long, default_value = "hybrid")]
+        /// fused with graph propagation and DEPENDS_ON; the default, since it beats
+        /// hybrid on every evaluation set — see BENCHMARKS.md), global (community
+        /// reports) or drift (local + community context).
+        #[arg(long, default_value = "graph")]
         mode: String,
         #[arg(short, default_value_t = 5)]
         k: usize,
