@@ -24,6 +24,7 @@ pub mod budget;
 pub mod extract;
 pub mod model;
 pub mod planner;
+pub mod reports;
 pub mod text;
 pub mod tools;
 

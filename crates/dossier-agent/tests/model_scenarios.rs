@@ -92,4 +92,24 @@ fn scenario_cases_keep_every_safety_property_with_the_local_model() {
         safety.is_empty(),
         "safety properties broken with the model: {safety:#?}"
     );
+
+    // Model-written community reports: kept only when every sentence cites a line.
+    let oncall = dossier_core::Scope::new(
+        &engine.principal("oncall").unwrap(),
+        "2026-11-30".parse().unwrap(),
+    );
+    let mut reports = engine.community_reports(&oncall).unwrap();
+    let mut kept = 0;
+    for r in reports.iter_mut().take(3) {
+        if dossier_agent::reports::write_model_summary(&model, r).is_ok() {
+            kept += 1;
+            let s = r.model_summary.as_deref().unwrap();
+            for n in 1..=9 {
+                if s.contains(&format!("[{n}]")) {
+                    assert!(n <= r.summary.len(), "{s}");
+                }
+            }
+        }
+    }
+    eprintln!("model-written report summaries kept: {kept}/3");
 }

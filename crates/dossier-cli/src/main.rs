@@ -172,6 +172,13 @@ enum GraphAction {
     Reports {
         #[command(flatten)]
         who: Who,
+        /// `none`, `local` or an OpenAI-compatible base URL: a model then also writes a
+        /// summary of each report (verified against the report's lines).
+        #[arg(long, default_value = "none")]
+        llm: String,
+        /// Reports a model summarises at most (the largest first).
+        #[arg(long, default_value_t = 10)]
+        llm_limit: usize,
     },
     /// The whole graph the principal may see.
     Export {
@@ -293,6 +300,9 @@ fn print_report(r: &dossier_engine::ReportJson) {
     for c in &r.summary {
         println!("    - {} [{}]", c.text.replace('\n', " "), c.chunk_id);
     }
+    if let Some(m) = &r.model_summary {
+        println!("    model summary: {}", m.replace('\n', " "));
+    }
     println!("    built from: {}", r.source_documents.join(", "));
 }
 
@@ -372,8 +382,39 @@ fn graph(cli: &Cli, action: &GraphAction) -> Result<ExitCode> {
                 );
             }
         }
-        GraphAction::Reports { who } => {
-            let reports = engine.community_reports(&scope_of(&engine, who)?)?;
+        GraphAction::Reports {
+            who,
+            llm,
+            llm_limit,
+        } => {
+            let mut reports = engine.community_reports(&scope_of(&engine, who)?)?;
+            if llm != "none" {
+                let _server;
+                let model: Box<dyn dossier_llm::ChatModel> = if llm == "local" {
+                    let s = dossier_llm::LocalServer::start()?;
+                    let m = s.chat_model(std::time::Duration::from_secs(180))?;
+                    _server = s;
+                    Box::new(m)
+                } else {
+                    Box::new(dossier_llm::OpenAiChat::new(
+                        llm,
+                        "default",
+                        std::time::Duration::from_secs(180),
+                    )?)
+                };
+                let mut order: Vec<usize> = (0..reports.len()).collect();
+                order.sort_by_key(|&i| std::cmp::Reverse(reports[i].entities.len()));
+                for i in order.into_iter().take(*llm_limit) {
+                    if let Err(e) =
+                        dossier_agent::reports::write_model_summary(model.as_ref(), &mut reports[i])
+                    {
+                        eprintln!(
+                            "report {}: model summary not kept: {e}",
+                            reports[i].community_id
+                        );
+                    }
+                }
+            }
             if cli.json {
                 print_json(&serde_json::json!({ "reports": reports }))?;
             } else if reports.is_empty() {

@@ -54,6 +54,10 @@ pub struct ReportJson {
     pub source_documents: Vec<String>,
     /// Relevance to the query (0 when listed without one).
     pub score: f32,
+    /// A model-written summary, when a model is configured: every sentence cites a
+    /// line of `summary` as `[n]` (1-based) and was verified against it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_summary: Option<String>,
 }
 
 /// What building a scope's graph took (see [`Engine::warm_graph`]).
@@ -129,6 +133,7 @@ impl ReportSet {
                 sources: r.sources,
                 source_documents: docs.into_iter().collect(),
                 score: 0.0,
+                model_summary: None,
             });
         }
         let mut df: HashMap<String, u32> = HashMap::new();
