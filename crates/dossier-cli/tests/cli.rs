@@ -1309,3 +1309,74 @@ fn review_queue_lists_shows_and_records_decisions() {
     );
     store.run(&["review", "show", "sup-000000000000"]).fails();
 }
+
+#[test]
+fn ask_prints_the_documented_json_and_writes_the_trace() {
+    let store = scenario_store();
+    let trace = store.dir.path().join("trace.json");
+    let q = "订单 A123 的耳机已拆封，签收 10 天后有杂音，能退吗？";
+    let r = store
+        .run(&[
+            "--json",
+            "ask",
+            q,
+            "--as",
+            "u7",
+            "--now",
+            "2026-09-20",
+            "--trace",
+            trace.to_str().unwrap(),
+        ])
+        .ok()
+        .json();
+    assert_eq!(r["status"], "answered", "{r}");
+    for key in ["answer", "citations", "conflicts", "gaps", "facts", "trace"] {
+        assert!(r.get(key).is_some(), "{key} missing: {r}");
+    }
+    assert_eq!(r["facts"]["signed_days_ago"], 10);
+    let c = &r["citations"][0];
+    for key in [
+        "doc_id",
+        "version",
+        "section",
+        "chunk_id",
+        "source_uri",
+        "quote",
+    ] {
+        assert!(c.get(key).is_some(), "citation lacks {key}: {c}");
+    }
+    let step = &r["trace"]["steps"][0];
+    for key in ["action", "args", "status", "evidence", "elapsed_ms"] {
+        assert!(step.get(key).is_some(), "step lacks {key}: {step}");
+    }
+    assert!(r["trace"]["rejected_proposals"].is_array() && r["trace"]["budget"].is_object());
+    let written: Value = serde_json::from_str(&fs::read_to_string(&trace).unwrap()).unwrap();
+    assert_eq!(written["steps"], r["trace"]["steps"]);
+
+    // Not the caller's order and no such order read the same.
+    let mine = store
+        .run(&["ask", q, "--as", "u8", "--now", "2026-09-20"])
+        .ok();
+    let none = store
+        .run(&[
+            "ask",
+            &q.replace("A123", "Z999"),
+            "--as",
+            "u8",
+            "--now",
+            "2026-09-20",
+        ])
+        .ok();
+    assert!(mine.stdout.starts_with("[unavailable]"), "{mine}");
+    let answer = |s: &str| s.lines().take(2).collect::<Vec<_>>().join("\n");
+    assert_eq!(answer(&mine.stdout), answer(&none.stdout));
+    assert!(mine.stdout.contains("trajectory:"));
+
+    store.run(&["ask", "   ", "--as", "u7"]).fails();
+    store
+        .run(&["ask", q, "--as", "u7", "--llm", "ftp://x"])
+        .fails();
+    store
+        .run(&["ask", q, "--as", "u7", "--mode", "bm25"])
+        .fails();
+}
