@@ -6,12 +6,17 @@
 //! and/or tool calls, token usage, wall time). Implementations:
 //!
 //! - [`OpenAiChat`]: any OpenAI-compatible `POST /v1/chat/completions` endpoint
-//!   (OpenAI itself, llama.cpp's `llama-server`, vLLM, Ollama, …);
+//!   (OpenAI itself, llama.cpp's `llama-server`, vLLM, Ollama, …), with tools sent
+//!   as OpenAI `tools` and a JSON schema as `response_format`;
 //! - [`ScriptedChat`]: a test double that replays queued responses and records the
 //!   requests it got, for unit tests of code that sits on this seam;
 //! - [`LocalServer`] is not a model but starts one: the `llama-server` binary and the
 //!   Qwen2.5-Coder-0.5B-Instruct GGUF that `scripts/setup-llm` installs into `.tools/`,
-//!   on a free localhost port, ready for an [`OpenAiChat`].
+//!   on a free localhost port, ready for an [`OpenAiChat`]
+//!   ([`LocalServer::chat_model`]).
+//!
+//! Environment: `DOSSIER_LLAMA_SERVER` and `DOSSIER_LLM_GGUF` point [`LocalServer`] at
+//! another binary or model, `DOSSIER_LLM_THREADS` sets its CPU threads (default 2).
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -259,7 +264,9 @@ pub struct ChatResponse {
     /// The text answer; `None` when the server sent no text, or only whitespace
     /// (typically a pure tool call). With a JSON schema, this is the JSON text.
     pub content: Option<String>,
-    /// Tool calls, in the order the model made them.
+    /// Tool calls, in the order the model made them. [`OpenAiChat`] also recovers
+    /// calls that a small model wrote as plain JSON text (see
+    /// [`OpenAiChat::with_tool_call_recovery`]).
     pub tool_calls: Vec<ToolCall>,
     /// Token usage.
     pub usage: Usage,

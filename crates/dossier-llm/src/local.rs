@@ -37,7 +37,11 @@ pub struct LocalServerConfig {
     pub gguf: PathBuf,
     /// Context size in tokens (`-c`), shared by the prompt and the answer. Default 4096.
     pub ctx_size: u32,
-    /// CPU threads for generation and prompt processing (`-t`, `-tb`). Default 2.
+    /// CPU threads for generation and prompt processing (`-t`, `-tb`). Default 2, or
+    /// `$DOSSIER_LLM_THREADS` with [`locate`](Self::locate). Keep the total over all
+    /// running servers at or below the number of cores: llama.cpp's threads wait for
+    /// each other at every step, so two 2-thread servers generating at once on 2 busy
+    /// cores run several times slower than two 1-thread servers.
     pub threads: u32,
     /// How long to wait for `/health` to report ready. Default 120 s.
     pub ready_timeout: Duration,
@@ -52,8 +56,10 @@ impl LocalServerConfig {
     /// in the nearest ancestor (of the current directory, of the running executable, or
     /// of this crate's source directory) that has one. The model is `$DOSSIER_LLM_GGUF`
     /// when set, else `.tools/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf` found the
-    /// same way. Fails with [`LlmError::Setup`], saying to run `scripts/setup-llm`,
-    /// when either is missing, and when the model is not a GGUF file.
+    /// same way. `$DOSSIER_LLM_THREADS`, when set, replaces the default thread count.
+    /// Fails with [`LlmError::Setup`], saying to run `scripts/setup-llm`, when either
+    /// file is missing, when the model is not a GGUF file, and when
+    /// `$DOSSIER_LLM_THREADS` is not a positive number.
     pub fn locate() -> Result<Self, LlmError> {
         let server = locate_file("DOSSIER_LLAMA_SERVER", SERVER_REL, "llama-server")?;
         let gguf = locate_file(
@@ -62,7 +68,20 @@ impl LocalServerConfig {
             "the GGUF model",
         )?;
         check_gguf(&gguf)?;
-        Ok(Self::new(server, gguf))
+        let mut config = Self::new(server, gguf);
+        if let Some(threads) = std::env::var_os("DOSSIER_LLM_THREADS").filter(|v| !v.is_empty()) {
+            config.threads = threads
+                .to_str()
+                .and_then(|t| t.trim().parse().ok())
+                .filter(|&t: &u32| t > 0)
+                .ok_or_else(|| {
+                    LlmError::Setup(format!(
+                        "DOSSIER_LLM_THREADS={}: expected a positive number",
+                        threads.to_string_lossy()
+                    ))
+                })?;
+        }
+        Ok(config)
     }
 
     /// Explicit paths with default settings; nothing is checked until
@@ -110,7 +129,7 @@ impl LocalServerConfig {
             self.threads.to_string(),
             "-tb".into(),
             self.threads.to_string(),
-            "--no-webui".into(),
+            "--no-ui".into(),
         ];
         args.extend(self.extra_args.iter().cloned());
         args
@@ -446,7 +465,7 @@ mod tests {
         let args = cfg.args(8123).join(" ");
         assert_eq!(
             args,
-            "-m /m/qwen-q4.gguf --alias qwen-q4 --host 127.0.0.1 --port 8123 --jinja -c 4096 -np 1 -t 2 -tb 2 --no-webui"
+            "-m /m/qwen-q4.gguf --alias qwen-q4 --host 127.0.0.1 --port 8123 --jinja -c 4096 -np 1 -t 2 -tb 2 --no-ui"
         );
         assert_eq!(cfg.alias(), "qwen-q4");
     }
