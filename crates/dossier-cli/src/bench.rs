@@ -25,6 +25,8 @@ pub enum BenchAction {
     Synthetic(SyntheticArgs),
     /// The agent loop's overhead and trajectory metrics over scenario or dataset questions.
     Ask(crate::bench_ask::AskBenchArgs),
+    /// Graph build, Leiden and reports on generated chunks with extractable relations.
+    Graph(crate::bench_graph::GraphBenchArgs),
 }
 
 #[derive(Args)]
@@ -235,6 +237,7 @@ pub fn run(json: bool, action: &BenchAction) -> Result<ExitCode> {
     let a = match action {
         BenchAction::Synthetic(a) => a,
         BenchAction::Ask(_) => unreachable!("dispatched in main"),
+        BenchAction::Graph(g) => return crate::bench_graph::run(g, json),
     };
     if a.chunks == 0 || a.chunks_per_doc == 0 || a.tenants == 0 {
         bail!("--chunks, --chunks-per-doc and --tenants must be positive");

@@ -3,7 +3,9 @@
 mod ask;
 mod bench;
 mod bench_ask;
+mod bench_graph;
 mod review;
+mod serve;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -107,6 +109,8 @@ enum Command {
     },
     /// What the store holds.
     Status,
+    /// Serve the HTTP API (search, ask, graph) to callers holding an API key.
+    Serve(serve::ServeArgs),
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -576,6 +580,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
         Command::Graph { action } => graph(cli, action),
         Command::Review { action } => review::run(&open_existing(cli)?, action, cli.json),
         Command::Ask(args) => ask::run(&open_existing(cli)?, args, cli.json),
+        Command::Serve(args) => serve::run(open_existing(cli)?, args),
         Command::Eval {
             dataset,
             mode,

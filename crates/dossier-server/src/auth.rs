@@ -1,0 +1,268 @@
+//! API keys: a YAML file of SHA-256 hashes, each bound to one principal.
+//!
+//! ```yaml
+//! - {key_sha256: 9f86d0…, principal: u7, admin: false}
+//! ```
+//!
+//! The file holds only hashes; a presented key is hashed and looked up. The file is
+//! re-read when its modification time, size or inode changes (checked on every
+//! lookup) or on [`KeyStore::reload`] (SIGHUP), so keys rotate without a restart.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::RwLock;
+use std::time::SystemTime;
+
+use axum::extract::FromRequestParts;
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+use crate::error::{ApiError, Failure};
+use crate::request_id::{self, RequestId};
+use crate::AppState;
+
+/// The keys file could not be read or parsed.
+#[derive(Debug, thiserror::Error)]
+#[error("keys file {path}: {message}")]
+pub struct KeysError {
+    pub path: PathBuf,
+    pub message: String,
+}
+
+/// What a key grants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyEntry {
+    /// The principal id every request with this key runs as.
+    pub principal: String,
+    /// Reserved for administrative routes (none yet).
+    pub admin: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeyLine {
+    key_sha256: String,
+    principal: String,
+    #[serde(default)]
+    admin: bool,
+}
+
+/// Identifies one state of the keys file on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    modified: Option<SystemTime>,
+    len: u64,
+    inode: u64,
+}
+
+impl Stamp {
+    fn of(path: &Path) -> Option<Stamp> {
+        let m = std::fs::metadata(path).ok()?;
+        #[cfg(unix)]
+        let inode = std::os::unix::fs::MetadataExt::ino(&m);
+        #[cfg(not(unix))]
+        let inode = 0;
+        Some(Stamp {
+            modified: m.modified().ok(),
+            len: m.len(),
+            inode,
+        })
+    }
+}
+
+struct Loaded {
+    stamp: Option<Stamp>,
+    keys: HashMap<[u8; 32], KeyEntry>,
+}
+
+/// The API keys in force, re-read when the file changes.
+pub struct KeyStore {
+    path: PathBuf,
+    loaded: RwLock<Loaded>,
+}
+
+/// The lowercase hex SHA-256 of a key: what the keys file stores.
+pub fn hash_key(key: &str) -> String {
+    Sha256::digest(key.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn parse_hex32(s: &str) -> Option<[u8; 32]> {
+    let s = s.trim();
+    if s.len() != 64 || !s.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
+}
+
+fn parse(path: &Path, text: &str) -> Result<HashMap<[u8; 32], KeyEntry>, KeysError> {
+    let err = |message: String| KeysError {
+        path: path.to_path_buf(),
+        message,
+    };
+    let lines: Vec<KeyLine> = if text.trim().is_empty() {
+        Vec::new()
+    } else {
+        serde_yaml::from_str(text).map_err(|e| err(e.to_string()))?
+    };
+    let mut keys = HashMap::new();
+    for (i, line) in lines.into_iter().enumerate() {
+        let hash = parse_hex32(&line.key_sha256).ok_or_else(|| {
+            err(format!(
+                "entry {}: key_sha256 must be 64 hex digits (the SHA-256 of the key)",
+                i + 1
+            ))
+        })?;
+        if line.principal.trim().is_empty() {
+            return Err(err(format!("entry {}: empty principal", i + 1)));
+        }
+        let entry = KeyEntry {
+            principal: line.principal,
+            admin: line.admin,
+        };
+        if keys.insert(hash, entry).is_some() {
+            return Err(err(format!(
+                "entry {}: the same key hash appears twice",
+                i + 1
+            )));
+        }
+    }
+    Ok(keys)
+}
+
+impl KeyStore {
+    /// Reads the keys file; a missing or malformed file is an error at start.
+    pub fn load(path: &Path) -> Result<KeyStore, KeysError> {
+        let store = KeyStore {
+            path: path.to_path_buf(),
+            loaded: RwLock::new(Loaded {
+                stamp: None,
+                keys: HashMap::new(),
+            }),
+        };
+        store.reload()?;
+        Ok(store)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// How many keys are in force.
+    pub fn len(&self) -> usize {
+        self.read().keys.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Loaded> {
+        self.loaded.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Re-reads the file now; on error the keys in force stay as they were.
+    pub fn reload(&self) -> Result<usize, KeysError> {
+        let stamp = Stamp::of(&self.path);
+        let result = std::fs::read_to_string(&self.path)
+            .map_err(|e| KeysError {
+                path: self.path.clone(),
+                message: e.to_string(),
+            })
+            .and_then(|text| parse(&self.path, &text));
+        let mut loaded = self.loaded.write().unwrap_or_else(|p| p.into_inner());
+        // Remember the stamp even on failure, so a broken file is not re-parsed (and
+        // logged) on every request; the next change to it is picked up.
+        loaded.stamp = stamp;
+        let keys = result?;
+        let n = keys.len();
+        loaded.keys = keys;
+        Ok(n)
+    }
+
+    fn reload_if_changed(&self) {
+        let now = Stamp::of(&self.path);
+        if now == self.read().stamp {
+            return;
+        }
+        if let Err(e) = self.reload() {
+            eprintln!("dossier-server: keys not reloaded, previous keys stay in force: {e}");
+        }
+    }
+
+    /// The entry for a presented key (re-reading the file first if it changed).
+    pub fn lookup(&self, key: &str) -> Option<KeyEntry> {
+        self.reload_if_changed();
+        let hash: [u8; 32] = Sha256::digest(key.as_bytes()).into();
+        self.read().keys.get(&hash).cloned()
+    }
+}
+
+/// The authenticated caller of a request: the principal bound to its API key.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub principal: String,
+    pub admin: bool,
+    pub request_id: RequestId,
+}
+
+/// The key of `Authorization: Bearer KEY` (scheme case-insensitive), if present.
+fn bearer(parts: &Parts) -> Option<&str> {
+    let value = parts.headers.get(AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, key) = value.trim().split_once(' ')?;
+    let key = key.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !key.is_empty()).then_some(key)
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let request_id = request_id::of(parts);
+        // The lookup may stat and re-read the keys file: off the async runtime too.
+        let entry = match bearer(parts).map(str::to_owned) {
+            None => None,
+            Some(key) => {
+                let keys = state.keys.clone();
+                tokio::task::spawn_blocking(move || keys.lookup(&key))
+                    .await
+                    .ok()
+                    .flatten()
+            }
+        };
+        match entry {
+            Some(e) => Ok(Caller {
+                principal: e.principal,
+                admin: e.admin,
+                request_id,
+            }),
+            None => Err(ApiError::new(&request_id, Failure::Unauthorized)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashes_and_parses() {
+        let h = hash_key("secret");
+        assert_eq!(h.len(), 64);
+        let text = format!("- {{key_sha256: {h}, principal: u7, admin: false}}\n");
+        let keys = parse(Path::new("k.yaml"), &text).unwrap();
+        let want: [u8; 32] = Sha256::digest(b"secret").into();
+        assert_eq!(keys[&want].principal, "u7");
+        assert!(parse(Path::new("k.yaml"), "- {key_sha256: zz, principal: u7}").is_err());
+        assert!(parse(Path::new("k.yaml"), "- {key: abc, principal: u7}").is_err());
+        assert!(parse(Path::new("k.yaml"), "").unwrap().is_empty());
+    }
+}
