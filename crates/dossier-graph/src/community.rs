@@ -24,6 +24,11 @@ use crate::graph::GraphView;
 use crate::model::{EntityId, EntityKind};
 use crate::text::sentences;
 
+/// Entities whose names a report looks for (the best-connected first).
+const REPORT_NAMES: usize = 64;
+/// Chunks a report reads at most.
+const REPORT_CHUNKS: usize = 256;
+
 /// How communities are detected.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CommunityOptions {
@@ -171,9 +176,13 @@ impl GraphView {
             .collect::<Vec<_>>()
             .join(" · ");
 
-        // Names to look for: each entity's name and aliases as written (not ids).
-        let names: Vec<(usize, Vec<String>)> = members
+        // Names to look for: each entity's name and aliases as written (not ids), of the
+        // best-connected members only, so that a report of a huge community stays
+        // linear in its size.
+        let top: BTreeSet<usize> = ranked.iter().take(REPORT_NAMES).copied().collect();
+        let names: Vec<(usize, Vec<String>)> = ranked
             .iter()
+            .take(REPORT_NAMES)
             .map(|&v| {
                 let e = &self.entities[v];
                 let ns = std::iter::once(&e.name)
@@ -186,7 +195,23 @@ impl GraphView {
             .collect();
         let mut scored: Vec<(usize, usize, usize, Cited)> = Vec::new();
         let mut seen = BTreeSet::new();
-        for (ci, chunk) in c.chunk_ids.iter().enumerate() {
+        // The chunks read: those supporting edges of the best-connected members (in the
+        // community's own order), at most REPORT_CHUNKS of them.
+        let wanted: BTreeSet<&str> = self
+            .ends
+            .iter()
+            .zip(&self.edges)
+            .filter(|((f, t), _)| inside.contains(f) && inside.contains(t))
+            .filter(|((f, t), _)| top.contains(f) || top.contains(t))
+            .flat_map(|(_, e)| e.provenance.iter().filter_map(|p| p.chunk_id.as_deref()))
+            .collect();
+        let read: Vec<&String> = c
+            .chunk_ids
+            .iter()
+            .filter(|id| wanted.contains(id.as_str()))
+            .take(REPORT_CHUNKS)
+            .collect();
+        for (ci, chunk) in read.into_iter().enumerate() {
             let Some(text) = chunk_text(chunk) else {
                 continue;
             };
