@@ -38,6 +38,48 @@ pub struct AskArgs {
     trace: Option<PathBuf>,
 }
 
+/// A chat model as the `--llm` flags name it: `none`, `local` (starts the llama-server
+/// installed by scripts/setup-llm; the returned handle keeps it running), or an
+/// OpenAI-compatible base URL with `model_name`.
+pub struct Llm {
+    pub model: Option<Box<dyn ChatModel>>,
+    _server: Option<LocalServer>,
+}
+
+impl Llm {
+    pub fn connect(spec: &str, model_name: &str) -> Result<Llm> {
+        let timeout = Duration::from_secs(180);
+        Ok(match spec {
+            "none" => Llm {
+                model: None,
+                _server: None,
+            },
+            "local" => {
+                let s = LocalServer::start().context("starting the local model")?;
+                Llm {
+                    model: Some(Box::new(s.chat_model(timeout)?)),
+                    _server: Some(s),
+                }
+            }
+            url if url.starts_with("http://") || url.starts_with("https://") => Llm {
+                model: Some(Box::new(
+                    OpenAiChat::new(url, model_name, timeout)?
+                        .with_api_key_env("DOSSIER_LLM_API_KEY"),
+                )),
+                _server: None,
+            },
+            other => bail!("--llm {other:?}: expected none, local, or an http(s) URL"),
+        })
+    }
+
+    /// The model, or an error saying one is needed.
+    pub fn required(&self) -> Result<&dyn ChatModel> {
+        self.model
+            .as_deref()
+            .ok_or_else(|| anyhow::anyhow!("this command needs a model: --llm local or a URL"))
+    }
+}
+
 pub fn run(engine: &Engine, args: &AskArgs, json: bool) -> Result<ExitCode> {
     let mode = match args.mode.as_deref() {
         None => None,
@@ -49,27 +91,12 @@ pub fn run(engine: &Engine, args: &AskArgs, json: bool) -> Result<ExitCode> {
             Some(m)
         }
     };
-    // Kept alive for the whole question when started here.
-    let mut _server: Option<LocalServer> = None;
-    let model: Option<Box<dyn ChatModel>> = match args.llm.as_str() {
-        "none" => None,
-        "local" => {
-            let s = LocalServer::start().context("starting the local model")?;
-            let m = s.chat_model(Duration::from_secs(180))?;
-            _server = Some(s);
-            Some(Box::new(m))
-        }
-        url if url.starts_with("http://") || url.starts_with("https://") => Some(Box::new(
-            OpenAiChat::new(url, &args.llm_model, Duration::from_secs(180))?
-                .with_api_key_env("DOSSIER_LLM_API_KEY"),
-        )),
-        other => bail!("--llm {other:?}: expected none, local, or an http(s) URL"),
-    };
+    let llm = Llm::connect(&args.llm, &args.llm_model)?;
     let tools = EngineTools::new(engine);
     let agent = Agent {
         engine,
         tools: &tools,
-        model: model.as_deref(),
+        model: llm.model.as_deref(),
     };
     let mut req = AskRequest::new(
         &args.principal,

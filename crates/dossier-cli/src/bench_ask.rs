@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use chrono::NaiveDate;
@@ -11,7 +11,6 @@ use dossier_agent::{Agent, AskRequest, EngineTools};
 use dossier_core::Principal;
 use dossier_engine::eval::percentile;
 use dossier_engine::{Engine, Mode};
-use dossier_llm::{ChatModel, LocalServer};
 use serde::Serialize;
 
 #[derive(clap::Args)]
@@ -25,7 +24,7 @@ pub struct AskBenchArgs {
     /// Only the first N questions.
     #[arg(long)]
     limit: Option<usize>,
-    /// `none` or `local` (the llama-server from scripts/setup-llm).
+    /// `none`, `local` (the llama-server from scripts/setup-llm) or an OpenAI-compatible URL.
     #[arg(long, default_value = "none")]
     llm: String,
 }
@@ -122,22 +121,12 @@ fn load(engine: &Engine, a: &AskBenchArgs) -> Result<Vec<Q>> {
 
 pub fn run(engine: &Engine, a: &AskBenchArgs, json: bool) -> Result<ExitCode> {
     let questions = load(engine, a)?;
-    let _server;
-    let model: Option<Box<dyn ChatModel>> = match a.llm.as_str() {
-        "none" => None,
-        "local" => {
-            let s = LocalServer::start()?;
-            let m = s.chat_model(Duration::from_secs(180))?;
-            _server = s;
-            Some(Box::new(m))
-        }
-        other => bail!("--llm {other:?}: expected none or local"),
-    };
+    let llm = crate::ask::Llm::connect(&a.llm, "default")?;
     let tools = EngineTools::new(engine);
     let agent = Agent {
         engine,
         tools: &tools,
-        model: model.as_deref(),
+        model: llm.model.as_deref(),
     };
     let mut r = Report {
         questions: questions.len(),

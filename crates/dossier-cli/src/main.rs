@@ -357,21 +357,13 @@ fn graph(cli: &Cli, action: &GraphAction) -> Result<ExitCode> {
             llm_model,
             limit,
         } => {
-            let _server;
-            let model: Box<dyn dossier_llm::ChatModel> = if llm == "local" {
-                let s = dossier_llm::LocalServer::start()?;
-                let m = s.chat_model(std::time::Duration::from_secs(180))?;
-                _server = s;
-                Box::new(m)
-            } else {
-                Box::new(dossier_llm::OpenAiChat::new(
-                    llm,
-                    llm_model,
-                    std::time::Duration::from_secs(180),
-                )?)
-            };
-            let r =
-                dossier_agent::extract::propose_relations(&engine, model.as_ref(), tenant, *limit)?;
+            let llm = ask::Llm::connect(llm, llm_model)?;
+            let r = dossier_agent::extract::propose_relations(
+                &engine,
+                llm.required()?,
+                tenant,
+                *limit,
+            )?;
             if cli.json {
                 print_json(&r)?;
             } else {
@@ -392,25 +384,13 @@ fn graph(cli: &Cli, action: &GraphAction) -> Result<ExitCode> {
             llm_limit,
         } => {
             let mut reports = engine.community_reports(&scope_of(&engine, who)?)?;
-            if llm != "none" {
-                let _server;
-                let model: Box<dyn dossier_llm::ChatModel> = if llm == "local" {
-                    let s = dossier_llm::LocalServer::start()?;
-                    let m = s.chat_model(std::time::Duration::from_secs(180))?;
-                    _server = s;
-                    Box::new(m)
-                } else {
-                    Box::new(dossier_llm::OpenAiChat::new(
-                        llm,
-                        "default",
-                        std::time::Duration::from_secs(180),
-                    )?)
-                };
+            let llm = ask::Llm::connect(llm, "default")?;
+            if let Some(model) = llm.model.as_deref() {
                 let mut order: Vec<usize> = (0..reports.len()).collect();
                 order.sort_by_key(|&i| std::cmp::Reverse(reports[i].entities.len()));
                 for i in order.into_iter().take(*llm_limit) {
                     if let Err(e) =
-                        dossier_agent::reports::write_model_summary(model.as_ref(), &mut reports[i])
+                        dossier_agent::reports::write_model_summary(model, &mut reports[i])
                     {
                         eprintln!(
                             "report {}: model summary not kept: {e}",
