@@ -327,9 +327,17 @@ impl<'a> Agent<'a> {
         };
 
         for sq in &state.sub_questions {
-            let names = self
-                .engine
-                .entities_in(&state.scope, &sq.text)?
+            // Without the graph the loop still runs (documents and records only).
+            let found = match self.engine.entities_in(&state.scope, &sq.text) {
+                Ok(found) => found,
+                Err(e) => {
+                    state
+                        .degraded
+                        .push(format!("graph unavailable ({e}): documents and records only"));
+                    vec![]
+                }
+            };
+            let names = found
                 .into_iter()
                 .filter(|e| {
                     !matches!(
