@@ -331,9 +331,9 @@ impl<'a> Agent<'a> {
             let found = match self.engine.entities_in(&state.scope, &sq.text) {
                 Ok(found) => found,
                 Err(e) => {
-                    state
-                        .degraded
-                        .push(format!("graph unavailable ({e}): documents and records only"));
+                    state.degraded.push(format!(
+                        "graph unavailable ({e}): documents and records only"
+                    ));
                     vec![]
                 }
             };
