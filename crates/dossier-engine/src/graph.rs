@@ -693,26 +693,85 @@ pub(crate) fn subgraph_among(view: &GraphView, keep: &dyn Fn(&EntityId) -> bool)
 
 /// Entities of the view named in the query (name or alias, normalised; names with an
 /// ASCII end only where the query has a word boundary there), longest name first.
-pub(crate) fn query_entities(view: &GraphView, query: &str) -> Vec<EntityId> {
+pub(crate) fn query_entities(view: &Arc<GraphView>, query: &str) -> Vec<EntityId> {
     let q = NormalizedQuery::new(query);
-    let mut found: Vec<(usize, EntityId)> = Vec::new();
-    for e in view.entities() {
-        if e.kind == EntityKind::Version {
-            continue;
-        }
-        let best = std::iter::once(&e.name)
-            .chain(&e.aliases)
-            .map(|n| normalize(n))
-            .filter(|n| n.chars().count() >= 2 && q.occurs(n))
-            .map(|n| n.chars().count())
-            .max();
-        if let Some(len) = best {
-            found.push((len, e.id.clone()));
+    let index = NameIndex::of(view);
+    let mut best: HashMap<&EntityId, usize> = HashMap::new();
+    for (at, _) in q.text.char_indices() {
+        for &len in &index.lengths {
+            let end = at + len;
+            if end > q.text.len() {
+                break;
+            }
+            if !q.text.is_char_boundary(end) {
+                continue;
+            }
+            let needle = &q.text[at..end];
+            let Some(ids) = index.by_name.get(needle) else {
+                continue;
+            };
+            if q.occurs_at(at, needle) {
+                let chars = needle.chars().count();
+                for id in ids {
+                    let b = best.entry(id).or_default();
+                    *b = (*b).max(chars);
+                }
+            }
         }
     }
+    let mut found: Vec<(usize, EntityId)> =
+        best.into_iter().map(|(id, l)| (l, id.clone())).collect();
     found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     found.truncate(MAX_SEEDS);
     found.into_iter().map(|(_, id)| id).collect()
+}
+
+/// A view's entity names (and aliases), normalised, for finding them in a query by
+/// looking up its substrings instead of scanning every entity.
+struct NameIndex {
+    by_name: HashMap<String, Vec<EntityId>>,
+    /// Byte lengths of the names, ascending.
+    lengths: Vec<usize>,
+}
+
+/// Name indexes of live views (a dead view's entry is dropped on the next lookup).
+type NameIndexCache = Vec<(std::sync::Weak<GraphView>, Arc<NameIndex>)>;
+static NAME_INDEXES: Mutex<NameIndexCache> = Mutex::new(Vec::new());
+
+impl NameIndex {
+    fn of(view: &Arc<GraphView>) -> Arc<NameIndex> {
+        let mut cache = NAME_INDEXES.lock().unwrap_or_else(|e| e.into_inner());
+        cache.retain(|(w, _)| w.strong_count() > 0);
+        if let Some((_, ix)) = cache
+            .iter()
+            .find(|(w, _)| std::ptr::eq(w.as_ptr(), Arc::as_ptr(view)))
+        {
+            return ix.clone();
+        }
+        let mut by_name: HashMap<String, Vec<EntityId>> = HashMap::new();
+        for e in view
+            .entities()
+            .iter()
+            .filter(|e| e.kind != EntityKind::Version)
+        {
+            for n in std::iter::once(&e.name).chain(&e.aliases) {
+                let n = normalize(n);
+                if n.chars().count() >= 2 {
+                    let ids = by_name.entry(n).or_default();
+                    if !ids.contains(&e.id) {
+                        ids.push(e.id.clone());
+                    }
+                }
+            }
+        }
+        let lengths: BTreeSet<usize> = by_name.keys().map(String::len).collect();
+        let ix = Arc::new(NameIndex {
+            by_name,
+            lengths: lengths.into_iter().collect(),
+        });
+        cache.push((Arc::downgrade(view), ix.clone()));
+        ix
+    }
 }
 
 /// A query normalised like names are, remembering where the original had a break
@@ -741,19 +800,25 @@ impl NormalizedQuery {
 
     /// Whether `needle` (normalised) occurs without an ASCII letter or digit glued to
     /// an ASCII end of it (so `e1` is not found in `e10`, but is in `e-1` or `事件e1`).
+    #[cfg(test)]
     fn occurs(&self, needle: &str) -> bool {
+        self.text
+            .match_indices(needle)
+            .any(|(i, _)| self.occurs_at(i, needle))
+    }
+
+    /// Whether `needle`, found at byte `i`, stands there as a word (see `occurs`).
+    fn occurs_at(&self, i: usize, needle: &str) -> bool {
         let ascii = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
         let hay = &self.text;
-        hay.match_indices(needle).any(|(i, _)| {
-            let j = i + needle.len();
-            let glued_before = !self.breaks.contains(&i)
-                && ascii(needle.chars().next())
-                && ascii(hay[..i].chars().next_back());
-            let glued_after = !self.breaks.contains(&j)
-                && ascii(needle.chars().next_back())
-                && ascii(hay[j..].chars().next());
-            !glued_before && !glued_after
-        })
+        let j = i + needle.len();
+        let glued_before = !self.breaks.contains(&i)
+            && ascii(needle.chars().next())
+            && ascii(hay[..i].chars().next_back());
+        let glued_after = !self.breaks.contains(&j)
+            && ascii(needle.chars().next_back())
+            && ascii(hay[j..].chars().next());
+        !glued_before && !glued_after
     }
 }
 
