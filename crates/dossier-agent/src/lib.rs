@@ -28,7 +28,7 @@ pub mod reports;
 pub mod text;
 pub mod tools;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use chrono::NaiveDate;
@@ -84,6 +84,9 @@ pub struct Step {
     /// What the caller is not told (e.g. that a record exists but is someone else's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub audit: Option<String>,
+    /// The call's normalised arguments ([`ToolCall::dedup_key`]).
+    #[serde(skip)]
+    pub key: String,
 }
 
 /// A proposal the program refused, and why.
@@ -219,7 +222,6 @@ pub struct State {
     pub steps: Vec<Step>,
     pub rejected: Vec<Rejected>,
     pub timeouts: Vec<String>,
-    executed: HashSet<String>,
     pub metrics: Metrics,
     pub degraded: Vec<String>,
 }
@@ -275,8 +277,19 @@ impl State {
     }
 
     fn already(&self, call: &ToolCall) -> bool {
-        self.executed.contains(&call.dedup_key())
+        let key = call.dedup_key();
+        self.steps.iter().any(|s| s.key == key)
     }
+}
+
+/// First attempts of a call whose normalised arguments an earlier step already ran
+/// (a retry after a timeout is a second attempt, not a repeat).
+fn repeated_queries(steps: &[Step]) -> usize {
+    steps
+        .iter()
+        .enumerate()
+        .filter(|(i, s)| s.attempt == 1 && steps[..*i].iter().any(|p| p.key == s.key))
+        .count()
 }
 
 /// The agent: an engine, the tools on it, and optionally a model.
@@ -321,7 +334,6 @@ impl<'a> Agent<'a> {
             steps: vec![],
             rejected: vec![],
             timeouts: vec![],
-            executed: HashSet::new(),
             metrics: Metrics::default(),
             degraded: vec![],
         };
@@ -429,11 +441,6 @@ impl<'a> Agent<'a> {
         }
         planner::judge(&mut state);
 
-        let writer = if self.model.is_some() {
-            "model"
-        } else {
-            "extractive"
-        };
         let mut draft = answer::extractive(self.engine, &state);
         let mut writer_used = "extractive".to_string();
         if let Some(m) = self.model {
@@ -480,9 +487,9 @@ impl<'a> Agent<'a> {
                 state.metrics.model_ms += t.elapsed().as_millis() as u64;
             }
         }
-        let _ = writer;
         budget.finish();
         state.metrics.budget_overruns = budget.overruns;
+        state.metrics.repeated_queries = repeated_queries(&state.steps);
         let verifier = answer::verify_citations(&state, &draft.citations);
         let citations: Vec<Citation> = draft
             .citations
@@ -541,7 +548,7 @@ impl<'a> Agent<'a> {
         by: &str,
     ) -> ToolStatus {
         let key = call.dedup_key();
-        if state.executed.contains(&key) {
+        if state.already(&call) {
             state.metrics.duplicates_skipped += 1;
             return ToolStatus::Ok;
         }
@@ -558,13 +565,6 @@ impl<'a> Agent<'a> {
             let out = self.tools.run(&state.scope, &call, state.steps.len());
             let elapsed = t.elapsed().as_millis() as u64;
             state.metrics.tool_ms += elapsed;
-            if state.executed.contains(&key) {
-                // Only a timeout retry may repeat a call.
-                if attempt == 1 {
-                    state.metrics.repeated_queries += 1;
-                }
-            }
-            state.executed.insert(key.clone());
             let status = out.status;
             let ids = planner::absorb(state, budget, &call, sq, by, out.clone());
             state.steps.push(Step {
@@ -577,6 +577,7 @@ impl<'a> Agent<'a> {
                 proposed_by: by.into(),
                 attempt,
                 audit: out.audit.filter(|a| !a.is_empty()),
+                key: key.clone(),
             });
             if status == ToolStatus::Timeout {
                 state.timeouts.push(call.name().to_string());
@@ -630,6 +631,7 @@ impl<'a> Agent<'a> {
     fn unavailable(&self, mut state: State, mut budget: BudgetUse) -> AskResponse {
         budget.finish();
         state.metrics.budget_overruns = budget.overruns;
+        state.metrics.repeated_queries = repeated_queries(&state.steps);
         let zh = text::is_chinese(&state.question);
         AskResponse {
             status: AnswerStatus::Unavailable,

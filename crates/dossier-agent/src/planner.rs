@@ -395,16 +395,7 @@ pub(crate) fn share_results(state: &mut State, p: &Proposal) {
     let ids: Vec<String> = state
         .steps
         .iter()
-        .filter(|s| {
-            serde_json::from_value::<ToolCall>({
-                let mut v = s.args.clone();
-                if let Some(o) = v.as_object_mut() {
-                    o.insert("tool".into(), Value::String(s.action.clone()));
-                }
-                v
-            })
-            .is_ok_and(|c| c.dedup_key() == key)
-        })
+        .filter(|s| s.key == key)
         .flat_map(|s| s.evidence.clone())
         .collect();
     let sq = &mut state.sub_questions[p.sub_question];

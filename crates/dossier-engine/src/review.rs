@@ -413,6 +413,7 @@ impl Engine {
         let mut proposals = proposals;
         proposals.sort_by(|a, b| b.confidence.total_cmp(&a.confidence));
         let mut seen = std::collections::HashSet::new();
+        let mut graphs = HashMap::new();
         for mut c in proposals {
             if !seen.insert(c.subject.id(&c.tenant)) {
                 continue;
@@ -427,7 +428,13 @@ impl Engine {
                 report.discarded.push(format!("{}: not a relation", c.id));
                 continue;
             };
-            let state = self.tenant_graph(&c.tenant)?;
+            // One graph and one whole-tenant view per tenant, not per proposal.
+            if !graphs.contains_key(&c.tenant) {
+                let state = self.tenant_graph(&c.tenant)?;
+                let all = state.graph.view(&|_| true);
+                graphs.insert(c.tenant.clone(), (state, all));
+            }
+            let (state, all) = &graphs[&c.tenant];
             let text = match state.chunk_seq.get(chunk_id) {
                 Some(&seq) => self
                     .store
@@ -450,7 +457,6 @@ impl Engine {
                 continue;
             }
             c.id = c.subject.id(&c.tenant);
-            let all = state.graph.view(&|_| true);
             let known = all.resolve(from).is_some() && all.resolve(to).is_some();
             if POLICY_RELATIONS.contains(&relation.as_str())
                 && known
