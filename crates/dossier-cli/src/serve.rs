@@ -1,13 +1,14 @@
-//! `dossier serve`: the HTTP API over the store (see the dossier-server crate).
+//! `dossier serve`: the HTTP API and web UI over the store (see the dossier-server crate).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use dossier_engine::Engine;
-use dossier_server::{AppState, KeyStore};
+use dossier_server::{AppState, KeyStore, LimitConfig, ServerConfig};
 
 #[derive(clap::Args)]
 pub struct ServeArgs {
@@ -18,11 +19,50 @@ pub struct ServeArgs {
     /// when the file changes or on SIGHUP.
     #[arg(long, env = "DOSSIER_KEYS")]
     keys: PathBuf,
+    /// Sustained requests per second each tenant may send.
+    #[arg(long, default_value_t = 50.0)]
+    rate: f64,
+    /// Requests a tenant may send at once above its sustained rate.
+    #[arg(long, default_value_t = 100)]
+    burst: u32,
+    /// Expensive operations (ask, chat, graph-mode search, jobs) each tenant may run at once.
+    #[arg(long, default_value_t = 8)]
+    concurrency: usize,
+    /// Deadline of an ask, in milliseconds (past it the answer is partial and says so).
+    #[arg(long, default_value_t = 30_000)]
+    ask_deadline_ms: u64,
+    /// Deadline of a search, in milliseconds (past it: BM25 results marked degraded).
+    #[arg(long, default_value_t = 10_000)]
+    search_deadline_ms: u64,
+    /// Search and ask answers kept in the cache (0 turns the cache off).
+    #[arg(long, default_value_t = 1024)]
+    cache_entries: usize,
+    /// Agent trajectories kept for `GET /v1/traces/{request_id}`.
+    #[arg(long, default_value_t = 1000)]
+    trace_entries: usize,
+    /// Where uploaded documents are kept (default: `uploads/` in the store).
+    #[arg(long)]
+    uploads: Option<PathBuf>,
 }
 
 pub fn run(engine: Engine, args: &ServeArgs) -> Result<ExitCode> {
+    if !(args.rate > 0.0) || args.burst == 0 || args.concurrency == 0 {
+        anyhow::bail!("--rate, --burst and --concurrency must be above zero");
+    }
     let keys = KeyStore::load(&args.keys)?;
-    let state = AppState::new(Arc::new(engine), Arc::new(keys));
+    let config = ServerConfig {
+        limits: LimitConfig {
+            rate_per_sec: args.rate,
+            burst: args.burst,
+            expensive_concurrency: args.concurrency,
+            ask_deadline: Duration::from_millis(args.ask_deadline_ms.max(1)),
+            search_deadline: Duration::from_millis(args.search_deadline_ms.max(1)),
+        },
+        cache_entries: args.cache_entries,
+        trace_entries: args.trace_entries,
+        uploads_dir: args.uploads.clone(),
+    };
+    let state = AppState::with_config(Arc::new(engine), Arc::new(keys), config);
     dossier_server::serve_blocking(args.addr, state)
         .with_context(|| format!("serving on {}", args.addr))?;
     Ok(ExitCode::SUCCESS)

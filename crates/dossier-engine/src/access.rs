@@ -158,3 +158,87 @@ impl Engine {
             .collect())
     }
 }
+
+/// The section a cited chunk belongs to, in the exact version the chunk is of.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct SectionView {
+    pub doc_id: String,
+    pub version: String,
+    pub title: String,
+    /// The heading path, outermost first, and as one label.
+    pub section_path: Vec<String>,
+    pub section: String,
+    pub source_uri: String,
+    /// The version's status on the scope's date: `active`, `deprecated` or
+    /// `not_yet_in_force`.
+    pub status: String,
+    /// The chunk that was asked for.
+    pub chunk_id: String,
+    /// Every chunk of the section, in document order.
+    pub chunks: Vec<SectionChunk>,
+}
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct SectionChunk {
+    pub chunk_id: String,
+    pub text: String,
+}
+
+impl Engine {
+    /// The section of chunk `chunk_id` (`DOC@VERSION#N`) in that exact version, if the
+    /// scope's principal may read the version (tenant and ACL). The version need not be
+    /// in force on the scope's date: a citation names the version it quotes. Unknown and
+    /// unreadable read the same (`NotFound`).
+    pub fn section_of(&self, scope: &Scope, chunk_id: &str) -> Result<SectionView> {
+        let missing = || crate::Error::NotFound("no such section".into());
+        let (doc_version, _) = chunk_id.rsplit_once('#').ok_or_else(missing)?;
+        let (doc, version) = doc_version.rsplit_once('@').ok_or_else(missing)?;
+        let view = self.store.view();
+        let i = view
+            .find(&scope.tenant, doc, version)
+            .filter(|&i| scope.may_read(&view.entries[i].meta))
+            .ok_or_else(missing)?;
+        let entry = &view.entries[i];
+        let chunks: Vec<dossier_core::Chunk> = self
+            .store
+            .catalog()
+            .chunks(&entry.seqs)?
+            .into_iter()
+            .map(|c| c.chunk)
+            .collect();
+        let cited = chunks
+            .iter()
+            .find(|c| c.chunk_id == chunk_id)
+            .ok_or_else(missing)?;
+        let v = &view.validity[i];
+        let status = if v.in_force(scope.at) {
+            "active"
+        } else if v.to.is_some_and(|t| t <= scope.at) {
+            "deprecated"
+        } else {
+            "not_yet_in_force"
+        };
+        let mut section: Vec<&dossier_core::Chunk> = chunks
+            .iter()
+            .filter(|c| c.section == cited.section)
+            .collect();
+        section.sort_by_key(|c| c.ordinal);
+        Ok(SectionView {
+            doc_id: entry.meta.doc_id.clone(),
+            version: entry.meta.version.clone(),
+            title: cited.title.clone(),
+            section_path: cited.section.clone(),
+            section: cited.section_label(),
+            source_uri: cited.source_uri.clone(),
+            status: status.into(),
+            chunk_id: chunk_id.into(),
+            chunks: section
+                .into_iter()
+                .map(|c| SectionChunk {
+                    chunk_id: c.chunk_id.clone(),
+                    text: c.text.clone(),
+                })
+                .collect(),
+        })
+    }
+}

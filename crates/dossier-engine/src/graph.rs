@@ -648,6 +648,47 @@ impl Engine {
         }))
     }
 
+    /// The evidence subgraph of an answer: the edges of the scope's view with
+    /// provenance among `cites` (chunk ids, or `DOC@VERSION` for facts without a chunk)
+    /// and the entities they join.
+    pub fn evidence_subgraph(&self, scope: &Scope, cites: &[String]) -> Result<SubgraphJson> {
+        let view = self.graph_view(scope)?;
+        let wanted: BTreeSet<&str> = cites.iter().map(String::as_str).collect();
+        let mut keep: BTreeSet<&EntityId> = BTreeSet::new();
+        let mut edges = Vec::new();
+        let name = |id: &EntityId| view.entity(id).map_or(id.key.clone(), |e| e.name.clone());
+        for e in view.edges() {
+            let cited: BTreeSet<String> = e
+                .provenance
+                .iter()
+                .map(Provenance::cite)
+                .filter(|c| wanted.contains(c.as_str()))
+                .collect();
+            if cited.is_empty() {
+                continue;
+            }
+            keep.insert(&e.from);
+            keep.insert(&e.to);
+            edges.push(GraphEdge {
+                from: name(&e.from),
+                relation: e.relation.clone(),
+                to: name(&e.to),
+                provenance: cited.into_iter().collect(),
+            });
+        }
+        let nodes = view
+            .entities()
+            .iter()
+            .filter(|e| keep.contains(&e.id))
+            .map(|e| GraphNode {
+                id: e.id.key.clone(),
+                name: e.name.clone(),
+                kind: e.kind.clone(),
+            })
+            .collect();
+        Ok(SubgraphJson { nodes, edges })
+    }
+
     /// The whole graph as the scope sees it.
     pub fn graph_export(&self, scope: &Scope) -> Result<SubgraphJson> {
         let view = self.graph_view(scope)?;

@@ -35,9 +35,9 @@ use dossier_store::Store;
 pub use dossier_graph;
 pub use dossier_store;
 
-pub use access::{key_shape, RecordLookup, TableInfo};
+pub use access::{key_shape, RecordLookup, SectionChunk, SectionView, TableInfo};
 pub use global::{GraphBuildStats, ReportJson};
-pub use graph::{GraphEdge, GraphNode, SubgraphJson};
+pub use graph::{EntityReport, GraphEdge, GraphNode, SubgraphJson};
 pub use ingest::{IngestReport, Progress};
 pub use search::{Conflict, Fusion, Hit, Mode, SearchRequest, SearchResponse};
 

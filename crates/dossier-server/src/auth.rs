@@ -36,7 +36,7 @@ pub struct KeysError {
 pub struct KeyEntry {
     /// The principal id every request with this key runs as.
     pub principal: String,
-    /// Reserved for administrative routes (none yet).
+    /// May write (documents, principals, review decisions, jobs) within its tenant.
     pub admin: bool,
 }
 
@@ -206,12 +206,26 @@ impl KeyStore {
     }
 }
 
-/// The authenticated caller of a request: the principal bound to its API key.
+/// The authenticated caller of a request: the principal bound to its API key, with the
+/// tenant and groups the store holds for it (never anything the request says).
 #[derive(Debug, Clone)]
 pub struct Caller {
     pub principal: String,
+    pub tenant: String,
+    pub groups: Vec<String>,
     pub admin: bool,
     pub request_id: RequestId,
+}
+
+impl Caller {
+    /// `Failure::AdminRequired` unless the key has the admin scope.
+    pub fn require_admin(&self) -> Result<(), ApiError> {
+        if self.admin {
+            Ok(())
+        } else {
+            Err(ApiError::new(&self.request_id, Failure::AdminRequired))
+        }
+    }
 }
 
 /// The key of `Authorization: Bearer KEY` (scheme case-insensitive), if present.
@@ -227,25 +241,37 @@ impl FromRequestParts<AppState> for Caller {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let request_id = request_id::of(parts);
-        // The lookup may stat and re-read the keys file: off the async runtime too.
-        let entry = match bearer(parts).map(str::to_owned) {
-            None => None,
-            Some(key) => {
-                let keys = state.keys.clone();
-                tokio::task::spawn_blocking(move || keys.lookup(&key))
-                    .await
-                    .ok()
-                    .flatten()
-            }
+        let Some(key) = bearer(parts).map(str::to_owned) else {
+            return Err(ApiError::new(&request_id, Failure::Unauthorized));
         };
-        match entry {
-            Some(e) => Ok(Caller {
-                principal: e.principal,
-                admin: e.admin,
-                request_id,
-            }),
-            None => Err(ApiError::new(&request_id, Failure::Unauthorized)),
-        }
+        // The lookup may stat and re-read the keys file, and the principal is read from
+        // the catalog: off the async runtime.
+        let keys = state.keys.clone();
+        let engine = state.engine.clone();
+        let found = tokio::task::spawn_blocking(move || {
+            let entry = keys.lookup(&key).ok_or(Failure::Unauthorized)?;
+            let p = engine.principal(&entry.principal).map_err(|e| match e {
+                dossier_engine::Error::NotFound(_) => Failure::UnknownPrincipal,
+                other => other.into(),
+            })?;
+            Ok::<_, Failure>((entry, p))
+        })
+        .await
+        .map_err(|e| Failure::Internal(e.to_string()))
+        .and_then(|r| r);
+        let (entry, p) = found.map_err(|f| ApiError::new(&request_id, f))?;
+        // Every authenticated request counts against its tenant's rate.
+        state
+            .limits
+            .check_rate(&p.tenant)
+            .map_err(|f| ApiError::new(&request_id, f))?;
+        Ok(Caller {
+            principal: entry.principal,
+            tenant: p.tenant,
+            groups: p.groups,
+            admin: entry.admin,
+            request_id,
+        })
     }
 }
 

@@ -30,6 +30,16 @@ pub enum Failure {
     NoRoute,
     /// The route exists, not with this method.
     MethodNotAllowed,
+    /// The route writes or administers, and the key has no admin scope.
+    AdminRequired,
+    /// The tenant sent more requests than its rate allows; retry after this many seconds.
+    RateLimited { retry_after_secs: u64 },
+    /// The tenant already runs as many expensive operations as it may at once.
+    Busy { retry_after_secs: u64 },
+    /// The work did not finish within the request's deadline.
+    DeadlineExceeded,
+    /// The server is shutting down and takes no new work.
+    ShuttingDown,
     /// A failure of the server or the store; the detail is logged, not sent.
     Internal(String),
 }
@@ -40,11 +50,12 @@ pub struct ErrorBody {
     /// Human-readable; never echoes what was asked for on a 404.
     pub message: String,
     /// Stable machine-readable code: `unauthorized`, `unknown_principal`,
-    /// `invalid_request`, `invalid_body`, `not_found`, `no_route`,
-    /// `method_not_allowed`, `internal`.
+    /// `admin_required`, `invalid_request`, `invalid_body`, `not_found`, `no_route`,
+    /// `method_not_allowed`, `rate_limited`, `too_many_concurrent`,
+    /// `deadline_exceeded`, `shutting_down`, `internal`.
     pub code: String,
     /// The class of error: `authentication_error`, `permission_error`,
-    /// `invalid_request_error`, `not_found_error`, `api_error`.
+    /// `invalid_request_error`, `not_found_error`, `rate_limit_error`, `api_error`.
     #[serde(rename = "type")]
     pub kind: String,
     /// The request's id (also in the `x-request-id` header).
@@ -53,6 +64,17 @@ pub struct ErrorBody {
 
 impl Failure {
     /// Status, code, type and message: the only mapping of failures to HTTP.
+    /// Seconds a client should wait before retrying, for the `Retry-After` header.
+    pub fn retry_after(&self) -> Option<u64> {
+        match self {
+            Failure::RateLimited { retry_after_secs } | Failure::Busy { retry_after_secs } => {
+                Some((*retry_after_secs).max(1))
+            }
+            Failure::ShuttingDown => Some(5),
+            _ => None,
+        }
+    }
+
     pub fn describe(&self) -> (StatusCode, &'static str, &'static str, String) {
         match self {
             Failure::Unauthorized => (
@@ -96,6 +118,38 @@ impl Failure {
                 "method_not_allowed",
                 "invalid_request_error",
                 "this route does not take this method".into(),
+            ),
+            Failure::AdminRequired => (
+                StatusCode::FORBIDDEN,
+                "admin_required",
+                "permission_error",
+                "this route needs an API key with the admin scope".into(),
+            ),
+            Failure::RateLimited { retry_after_secs } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                "rate_limit_error",
+                format!("the tenant's request rate is exceeded; retry after {retry_after_secs} s"),
+            ),
+            Failure::Busy { retry_after_secs } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_concurrent",
+                "rate_limit_error",
+                format!(
+                    "the tenant already runs as many expensive requests as it may; retry after {retry_after_secs} s"
+                ),
+            ),
+            Failure::DeadlineExceeded => (
+                StatusCode::GATEWAY_TIMEOUT,
+                "deadline_exceeded",
+                "api_error",
+                "the request did not finish within its deadline".into(),
+            ),
+            Failure::ShuttingDown => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "shutting_down",
+                "api_error",
+                "the server is shutting down".into(),
             ),
             Failure::Internal(_) => (
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -154,6 +208,12 @@ impl IntoResponse for ApiError {
             kind: kind.into(),
             request_id: self.request_id.0,
         };
-        (status, Json(body)).into_response()
+        let retry_after = self.failure.retry_after();
+        let mut resp = (status, Json(body)).into_response();
+        if let Some(secs) = retry_after {
+            resp.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, secs.into());
+        }
+        resp
     }
 }

@@ -21,50 +21,133 @@
 //!   authenticated request) or on SIGHUP, so keys rotate without a restart. A keys file
 //!   that fails to parse on reload leaves the previous keys in force (and is logged).
 
+mod admin;
 mod auth;
+pub mod cache;
+mod chat;
+mod documents;
 pub mod error;
+mod jobs;
+pub mod limits;
+pub mod metrics;
 mod openapi;
 mod request_id;
+mod review;
 mod routes;
+mod traces;
+mod ui;
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use axum::routing::{get, post};
 use axum::Router;
 use dossier_engine::Engine;
 
 pub use auth::{hash_key, Caller, KeyEntry, KeyStore, KeysError};
+pub use cache::{Cache, CacheKey};
 pub use error::{ApiError, ErrorBody, Failure};
+pub use jobs::{JobInfo, Jobs};
+pub use limits::{LimitConfig, Limits};
+pub use metrics::Metrics;
 pub use openapi::ApiDoc;
 pub use request_id::RequestId;
 pub use routes::{AskBody, GraphQuery, Health, SearchBody};
+pub use traces::{TraceLog, TraceRecord};
 
-/// What every handler shares: the engine and the API keys.
+/// How the server is set up; [`ServerConfig::default`] is what `dossier serve` uses
+/// unless told otherwise.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub limits: LimitConfig,
+    /// Answers kept by the search/ask cache (0: no cache).
+    pub cache_entries: usize,
+    /// Agent trajectories kept for `GET /v1/traces/{request_id}`.
+    pub trace_entries: usize,
+    /// Where uploaded documents are kept (`<store>/uploads` when unset); an uploaded
+    /// file is kept so that its `source_uri` keeps pointing at the text that was cited.
+    pub uploads_dir: Option<PathBuf>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> ServerConfig {
+        ServerConfig {
+            limits: LimitConfig::default(),
+            cache_entries: 1024,
+            trace_entries: 1000,
+            uploads_dir: None,
+        }
+    }
+}
+
+/// What every handler shares.
 #[derive(Clone)]
 pub struct AppState {
     pub engine: Arc<Engine>,
     pub keys: Arc<KeyStore>,
+    pub limits: Arc<Limits>,
+    pub cache: Arc<Cache>,
+    pub metrics: Arc<Metrics>,
+    pub traces: Arc<TraceLog>,
+    pub jobs: Arc<Jobs>,
+    pub config: Arc<ServerConfig>,
+    /// Set when shutdown begins: new writes and jobs are refused from then on.
+    pub stopping: Arc<AtomicBool>,
 }
 
 impl AppState {
     pub fn new(engine: Arc<Engine>, keys: Arc<KeyStore>) -> AppState {
-        AppState { engine, keys }
+        AppState::with_config(engine, keys, ServerConfig::default())
+    }
+
+    pub fn with_config(engine: Arc<Engine>, keys: Arc<KeyStore>, config: ServerConfig) -> AppState {
+        AppState {
+            limits: Arc::new(Limits::new(config.limits.clone())),
+            cache: Arc::new(Cache::new(config.cache_entries)),
+            metrics: Arc::new(Metrics::new()),
+            traces: Arc::new(TraceLog::new(config.trace_entries)),
+            jobs: Arc::new(Jobs::default()),
+            config: Arc::new(config),
+            stopping: Arc::new(AtomicBool::new(false)),
+            engine,
+            keys,
+        }
+    }
+
+    /// Whether shutdown has begun.
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    /// Where uploaded files go.
+    pub fn uploads_dir(&self) -> PathBuf {
+        self.config
+            .uploads_dir
+            .clone()
+            .unwrap_or_else(|| self.engine.store().dir().join("uploads"))
     }
 }
 
-/// Every route of the API, with request ids on every response.
+/// Every route of the API and the UI, with request ids and metrics on every response.
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .route("/healthz", get(routes::healthz))
-        .route("/readyz", get(routes::readyz))
-        .route("/v1/search", post(routes::search))
-        .route("/v1/ask", post(routes::ask))
-        .route("/v1/graph/entity/{name}", get(routes::graph_entity))
-        .route("/openapi.json", get(openapi::openapi_json))
+        .merge(routes::router())
+        .merge(documents::router())
+        .merge(admin::router())
+        .merge(review::router())
+        .merge(traces::router())
+        .merge(chat::router())
+        .merge(metrics::router())
+        .merge(ui::router())
+        .merge(openapi::router())
         .fallback(routes::no_route)
         .method_not_allowed_fallback(routes::wrong_method)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            metrics::track,
+        ))
         .layer(axum::middleware::from_fn(request_id::assign))
         .with_state(state)
 }
@@ -87,9 +170,18 @@ pub async fn serve_on(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let hup = reload_on_hangup(state.keys.clone());
+    let stopping = state.stopping.clone();
+    let jobs = state.jobs.clone();
     let result = axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            // From here on writes and new jobs are refused; requests in flight finish.
+            stopping.store(true, Ordering::SeqCst);
+        })
         .await;
+    // Jobs run past the requests that started them: wait for each to reach its end
+    // (every commit is one catalog transaction, so nothing is left half-done).
+    jobs.wait_idle().await;
     if let Some(h) = hup {
         h.abort();
     }

@@ -13,8 +13,8 @@ use crate::routes::{self, AskBody, GraphQuery, Health, SearchBody};
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Dossier API", description = "Scoped search, ask and graph over a Dossier store. The caller is the principal bound to the API key."),
-    paths(routes::healthz, routes::readyz, routes::search, routes::ask, routes::graph_entity),
-    components(schemas(SearchBody, AskBody, GraphQuery, Health, ErrorBody, SearchResult, AskResult, EntityResult)),
+    paths(routes::healthz, routes::readyz, routes::search, routes::ask, routes::graph_entity, routes::graph_neighbors, routes::graph_evidence, crate::traces::trace),
+    components(schemas(SearchBody, AskBody, GraphQuery, Health, ErrorBody, SearchResult, AskResult, EntityResult, SubgraphResult, routes::NeighborsQuery, routes::EvidenceBody, crate::traces::TraceRecord, crate::jobs::JobInfo)),
     modifiers(&ApiKeyAuth)
 )]
 pub struct ApiDoc;
@@ -60,9 +60,17 @@ free_form_schema!(
     "dossier_agent::AskResponse: status (answered, partial, insufficient_evidence, unavailable), answer, citations, conflicts, gaps, facts and the trace. Identical to `dossier ask --json`."
 );
 free_form_schema!(
+    SubgraphResult,
+    "A subgraph of the caller's view: nodes (id, name, kind) and edges (from, relation, to, provenance)."
+);
+free_form_schema!(
     EntityResult,
     "An entity of the caller's graph view: id, name, kind, aliases, sources and edges (each with provenance). Identical to `dossier graph entity --json`."
 );
+
+pub fn router() -> axum::Router<crate::AppState> {
+    axum::Router::new().route("/openapi.json", axum::routing::get(openapi_json))
+}
 
 pub async fn openapi_json() -> Json<utoipa::openapi::OpenApi> {
     Json(ApiDoc::openapi())

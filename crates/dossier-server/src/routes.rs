@@ -1,21 +1,43 @@
-//! The handlers. Each authenticates through [`Caller`], parses its input into
-//! [`Failure`]s, and runs the engine off the async runtime via [`blocking`].
+//! The read handlers: health, search, ask and graph inspection. Each authenticates
+//! through [`Caller`], parses its input into [`Failure`]s, and runs the engine off the
+//! async runtime via [`blocking`]. Search and ask go through the cache, the tenant's
+//! concurrency limit and a deadline.
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
-use axum::Json;
+use axum::http::HeaderValue;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
 use chrono::NaiveDate;
-use dossier_agent::{Agent, AskRequest, AskResponse, EngineTools};
+use dossier_agent::{Agent, AskRequest, EngineTools};
 use dossier_core::Scope;
-use dossier_engine::{Engine, Mode, SearchRequest, SearchResponse};
+use dossier_engine::{Engine, Mode, SearchRequest};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::Caller;
+use crate::cache::CacheKey;
 use crate::error::{ApiError, ErrorBody, Failure};
-use crate::openapi::{AskResult, EntityResult, SearchResult};
+use crate::openapi::{AskResult, EntityResult, SearchResult, SubgraphResult};
 use crate::request_id::RequestId;
+use crate::traces::TraceRecord;
 use crate::AppState;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/v1/search", post(search))
+        .route("/v1/ask", post(ask))
+        .route("/v1/graph/entity/{name}", get(graph_entity))
+        .route("/v1/graph/neighbors/{name}", get(graph_neighbors))
+        .route("/v1/graph/evidence", post(graph_evidence))
+}
 
 /// Results a search may ask for at most.
 pub const MAX_K: usize = 100;
@@ -81,7 +103,7 @@ fn today() -> NaiveDate {
 }
 
 /// Runs blocking engine work on the blocking pool and binds its failure to the request.
-async fn blocking<T, F>(rid: &RequestId, f: F) -> Result<T, ApiError>
+pub(crate) async fn blocking<T, F>(rid: &RequestId, f: F) -> Result<T, ApiError>
 where
     T: Send + 'static,
     F: FnOnce() -> Result<T, Failure> + Send + 'static,
@@ -93,25 +115,53 @@ where
     }
 }
 
-/// The caller's scope; a key whose principal the store does not know is refused.
-fn scope_of(
-    engine: &Engine,
-    principal: &str,
-    now: Option<NaiveDate>,
-    as_of: Option<NaiveDate>,
-) -> Result<Scope, Failure> {
-    let p = known_principal(engine, principal)?;
-    Ok(Scope::new(&p, as_of.or(now).unwrap_or_else(today)))
+/// The caller's scope at a date (the as-of date, else the business date, else today).
+pub(crate) fn scope_of(caller: &Caller, now: Option<NaiveDate>, as_of: Option<NaiveDate>) -> Scope {
+    Scope {
+        principal_id: caller.principal.clone(),
+        tenant: caller.tenant.clone(),
+        groups: caller.groups.clone(),
+        at: as_of.or(now).unwrap_or_else(today),
+    }
 }
 
-fn known_principal(engine: &Engine, principal: &str) -> Result<dossier_core::Principal, Failure> {
-    engine.principal(principal).map_err(|e| match e {
-        dossier_engine::Error::NotFound(_) => Failure::UnknownPrincipal,
-        other => other.into(),
-    })
+fn generation(engine: &Engine) -> Result<u64, Failure> {
+    engine
+        .store()
+        .catalog()
+        .generation()
+        .map_err(|e| Failure::from(dossier_engine::Error::from(e)))
 }
 
-fn body<T>(rid: &RequestId, b: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
+fn cache_key(
+    caller: &Caller,
+    route: &'static str,
+    generation: u64,
+    request: &impl Serialize,
+) -> CacheKey {
+    let mut groups = caller.groups.clone();
+    groups.sort();
+    CacheKey {
+        route,
+        principal: caller.principal.clone(),
+        tenant: caller.tenant.clone(),
+        groups,
+        generation,
+        request: serde_json::to_string(request).unwrap_or_default(),
+    }
+}
+
+/// A JSON answer, marked `x-dossier-cache: hit|miss`.
+pub(crate) fn cached_json(v: Arc<Value>, hit: bool) -> Response {
+    let mut resp = Json(&*v).into_response();
+    resp.headers_mut().insert(
+        "x-dossier-cache",
+        HeaderValue::from_static(if hit { "hit" } else { "miss" }),
+    );
+    resp
+}
+
+pub(crate) fn body<T>(rid: &RequestId, b: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
     b.map(|Json(v)| v)
         .map_err(|e| ApiError::new(rid, Failure::BadBody(e.body_text())))
 }
@@ -134,14 +184,7 @@ pub async fn readyz(
     rid: RequestId,
 ) -> Result<Json<Health>, ApiError> {
     let engine = state.engine.clone();
-    let generation = blocking(&rid, move || {
-        engine
-            .store()
-            .catalog()
-            .generation()
-            .map_err(|e| Failure::from(dossier_engine::Error::from(e)))
-    })
-    .await?;
+    let generation = blocking(&rid, move || generation(&engine)).await?;
     Ok(Json(Health {
         status: "ready".into(),
         catalog_generation: Some(generation),
@@ -160,7 +203,7 @@ pub async fn search(
     State(state): State<AppState>,
     caller: Caller,
     b: Result<Json<SearchBody>, JsonRejection>,
-) -> Result<Json<SearchResponse>, ApiError> {
+) -> Result<Response, ApiError> {
     let rid = caller.request_id.clone();
     let b = body(&rid, b)?;
     let mode: Mode = match b.mode.as_deref() {
@@ -176,21 +219,87 @@ pub async fn search(
             Failure::Invalid(format!("k must be between 1 and {MAX_K}")),
         ));
     }
+    if b.query.trim().is_empty() {
+        return Err(ApiError::new(
+            &rid,
+            Failure::Invalid("query is empty".into()),
+        ));
+    }
+    let req = SearchRequest {
+        principal: caller.principal.clone(),
+        query: b.query,
+        mode,
+        k,
+        now: b.now.unwrap_or_else(today),
+        as_of: b.as_of,
+    };
     let engine = state.engine.clone();
-    let resp = blocking(&rid, move || {
-        known_principal(&engine, &caller.principal)?;
-        let req = SearchRequest {
-            principal: caller.principal,
-            query: b.query,
-            mode,
-            k,
-            now: b.now.unwrap_or_else(today),
-            as_of: b.as_of,
-        };
-        engine.search(&req).map_err(Failure::from)
-    })
-    .await?;
-    Ok(Json(resp))
+    let generation = blocking(&rid, move || generation(&engine)).await?;
+    let key = cache_key(
+        &caller,
+        "search",
+        generation,
+        &(req.query.as_str(), mode.name(), k, req.now, req.as_of),
+    );
+    if let Some(v) = state.cache.get(&key) {
+        state.metrics.cache_hit("/v1/search");
+        return Ok(cached_json(v, true));
+    }
+    state.metrics.cache_miss("/v1/search");
+    // Graph modes build views and propagate: they take one of the tenant's slots.
+    let permit = if mode.is_graph() {
+        Some(
+            state
+                .limits
+                .expensive(&caller.tenant)
+                .map_err(|f| ApiError::new(&rid, f))?,
+        )
+    } else {
+        None
+    };
+    let deadline = state.limits.config().search_deadline;
+    let engine = state.engine.clone();
+    let run = req.clone();
+    let work = blocking(&rid, move || {
+        let _permit = permit;
+        engine.search(&run).map_err(Failure::from)
+    });
+    let value = match tokio::time::timeout(deadline, work).await {
+        Ok(resp) => {
+            let v = Arc::new(
+                serde_json::to_value(resp?)
+                    .map_err(|e| ApiError::new(&rid, Failure::Internal(e.to_string())))?,
+            );
+            state.cache.put(key, v.clone());
+            v
+        }
+        // Past the deadline: an honest, degraded answer from BM25 (which does not
+        // embed or walk the graph), saying so; never cached.
+        Err(_) if mode != Mode::Bm25 => {
+            let engine = state.engine.clone();
+            let mut fallback = req.clone();
+            fallback.mode = Mode::Bm25;
+            let resp = tokio::time::timeout(
+                deadline,
+                blocking(&rid, move || {
+                    engine.search(&fallback).map_err(Failure::from)
+                }),
+            )
+            .await
+            .map_err(|_| ApiError::new(&rid, Failure::DeadlineExceeded))??;
+            let mut v = serde_json::to_value(resp)
+                .map_err(|e| ApiError::new(&rid, Failure::Internal(e.to_string())))?;
+            v["degraded"] = serde_json::json!({
+                "from": mode.name(),
+                "to": "bm25",
+                "reason": format!("{} mode did not finish within the {} ms deadline", mode.name(), deadline.as_millis()),
+            });
+            state.metrics.degraded("/v1/search");
+            return Ok(cached_json(Arc::new(v), false));
+        }
+        Err(_) => return Err(ApiError::new(&rid, Failure::DeadlineExceeded)),
+    };
+    Ok(cached_json(value, false))
 }
 
 #[utoipa::path(post, path = "/v1/ask", tag = "ask",
@@ -205,7 +314,7 @@ pub async fn ask(
     State(state): State<AppState>,
     caller: Caller,
     b: Result<Json<AskBody>, JsonRejection>,
-) -> Result<Json<AskResponse>, ApiError> {
+) -> Result<Response, ApiError> {
     let rid = caller.request_id.clone();
     let b = body(&rid, b)?;
     let mode = match b.mode.as_deref() {
@@ -226,22 +335,93 @@ pub async fn ask(
             Some(m)
         }
     };
+    let mut req = AskRequest::new(&caller.principal, &b.question, b.now.unwrap_or_else(today));
+    req.as_of = b.as_of;
+    req.mode = mode;
+    let (v, hit) = run_ask(&state, &caller, req, "/v1/ask").await?;
+    Ok(cached_json(v, hit))
+}
+
+/// Runs the agent for `caller` (no model: deterministic planner, extractive writer)
+/// through the cache, the tenant's concurrency limit and the ask deadline, and keeps
+/// the trajectory under the request id. `/v1/ask` and `/v1/chat/completions` both
+/// answer through here. Returns the response as JSON and whether it came from the
+/// cache.
+pub(crate) async fn run_ask(
+    state: &AppState,
+    caller: &Caller,
+    mut req: AskRequest,
+    route: &'static str,
+) -> Result<(Arc<Value>, bool), ApiError> {
+    let rid = caller.request_id.clone();
+    if req.question.trim().is_empty() {
+        return Err(ApiError::new(
+            &rid,
+            Failure::Invalid("question is empty".into()),
+        ));
+    }
+    req.principal = caller.principal.clone();
+    let question = req.question.clone();
     let engine = state.engine.clone();
-    let resp = blocking(&rid, move || {
-        known_principal(&engine, &caller.principal)?;
-        let tools = EngineTools::new(&engine);
-        let agent = Agent {
-            engine: &engine,
-            tools: &tools,
-            model: None,
-        };
-        let mut req = AskRequest::new(&caller.principal, &b.question, b.now.unwrap_or_else(today));
-        req.as_of = b.as_of;
-        req.mode = mode;
-        agent.ask(&req).map_err(Failure::from)
-    })
-    .await?;
-    Ok(Json(resp))
+    let generation = blocking(&rid, move || generation(&engine)).await?;
+    let key = cache_key(
+        caller,
+        "ask",
+        generation,
+        &(
+            req.question.as_str(),
+            req.now,
+            req.as_of,
+            req.mode.map(|m| m.name()),
+        ),
+    );
+    let (value, hit) = match state.cache.get(&key) {
+        Some(v) => {
+            state.metrics.cache_hit(route);
+            (v, true)
+        }
+        None => {
+            state.metrics.cache_miss(route);
+            let permit = state
+                .limits
+                .expensive(&caller.tenant)
+                .map_err(|f| ApiError::new(&rid, f))?;
+            // The agent's own wall budget is the deadline, so a slow run ends with an
+            // honest partial answer; the outer timeout only catches a stuck tool.
+            let deadline = state.limits.config().ask_deadline;
+            req.budget.max_wall = req.budget.max_wall.min(deadline);
+            let engine = state.engine.clone();
+            let metrics = state.metrics.clone();
+            let work = blocking(&rid, move || {
+                let _permit = permit;
+                let tools = EngineTools::new(&engine);
+                let agent = Agent {
+                    engine: &engine,
+                    tools: &tools,
+                    model: None,
+                };
+                let resp = agent.ask(&req).map_err(Failure::from)?;
+                metrics.observe_ask(&resp);
+                serde_json::to_value(&resp).map_err(|e| Failure::Internal(e.to_string()))
+            });
+            let v = tokio::time::timeout(deadline + Duration::from_secs(5), work)
+                .await
+                .map_err(|_| ApiError::new(&rid, Failure::DeadlineExceeded))??;
+            let v = Arc::new(v);
+            state.cache.put(key, v.clone());
+            (v, false)
+        }
+    };
+    state.traces.record(TraceRecord {
+        request_id: rid.0.clone(),
+        route: route.into(),
+        question,
+        status: value["status"].as_str().unwrap_or_default().to_string(),
+        finished_at: chrono::Utc::now().to_rfc3339(),
+        trace: value["trace"].clone(),
+        principal: caller.principal.clone(),
+    });
+    Ok((value, hit))
 }
 
 #[utoipa::path(get, path = "/v1/graph/entity/{name}", tag = "graph",
@@ -256,14 +436,107 @@ pub async fn graph_entity(
     caller: Caller,
     Path(name): Path<String>,
     q: Result<Query<GraphQuery>, QueryRejection>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<Value>, ApiError> {
     let rid = caller.request_id.clone();
     let Query(q) = q.map_err(|e| ApiError::new(&rid, Failure::Invalid(e.body_text())))?;
     let engine = state.engine.clone();
+    let scope = scope_of(&caller, q.now, q.as_of);
     let v = blocking(&rid, move || {
-        let scope = scope_of(&engine, &caller.principal, q.now, q.as_of)?;
         let e = engine.graph_entity(&scope, &name).map_err(Failure::from)?;
         serde_json::to_value(&e).map_err(|e| Failure::Internal(e.to_string()))
+    })
+    .await?;
+    Ok(Json(v))
+}
+
+/// Query parameters of `GET /v1/graph/neighbors/{name}`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct NeighborsQuery {
+    /// Edges away from the entity (default 1, at most 3).
+    #[serde(default)]
+    pub hops: Option<usize>,
+    #[serde(default)]
+    pub now: Option<NaiveDate>,
+    #[serde(default)]
+    pub as_of: Option<NaiveDate>,
+}
+
+#[utoipa::path(get, path = "/v1/graph/neighbors/{name}", tag = "graph",
+    params(("name" = String, Path, description = "Entity name, alias or id"), NeighborsQuery),
+    security(("api_key" = [])),
+    responses(
+        (status = 200, description = "The entity's neighbourhood in the caller's view (what `dossier graph neighbors --json` prints)", body = SubgraphResult),
+        (status = 400, description = "Bad hops", body = ErrorBody),
+        (status = 401, description = "No or unknown API key", body = ErrorBody),
+        (status = 404, description = "No such entity in the caller's view", body = ErrorBody)))]
+pub async fn graph_neighbors(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+    q: Result<Query<NeighborsQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let rid = caller.request_id.clone();
+    let Query(q) = q.map_err(|e| ApiError::new(&rid, Failure::Invalid(e.body_text())))?;
+    let hops = q.hops.unwrap_or(1);
+    if !(1..=3).contains(&hops) {
+        return Err(ApiError::new(
+            &rid,
+            Failure::Invalid("hops must be between 1 and 3".into()),
+        ));
+    }
+    let engine = state.engine.clone();
+    let scope = scope_of(&caller, q.now, q.as_of);
+    let v = blocking(&rid, move || {
+        let g = engine
+            .graph_neighbors(&scope, &name, hops)
+            .map_err(Failure::from)?;
+        serde_json::to_value(&g).map_err(|e| Failure::Internal(e.to_string()))
+    })
+    .await?;
+    Ok(Json(v))
+}
+
+/// `POST /v1/graph/evidence`: the evidence subgraph of an answer's citations.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EvidenceBody {
+    /// Cited chunk ids (`DOC@VERSION#N`) or `DOC@VERSION`, as in an answer's citations
+    /// and edge provenance (at most 200).
+    pub cites: Vec<String>,
+    #[serde(default)]
+    pub now: Option<NaiveDate>,
+    #[serde(default)]
+    pub as_of: Option<NaiveDate>,
+}
+
+#[utoipa::path(post, path = "/v1/graph/evidence", tag = "graph",
+    request_body = EvidenceBody,
+    security(("api_key" = [])),
+    responses(
+        (status = 200, description = "Edges of the caller's view whose provenance is among the cites, and the entities they join", body = SubgraphResult),
+        (status = 400, description = "Bad body", body = ErrorBody),
+        (status = 401, description = "No or unknown API key", body = ErrorBody)))]
+pub async fn graph_evidence(
+    State(state): State<AppState>,
+    caller: Caller,
+    b: Result<Json<EvidenceBody>, JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let rid = caller.request_id.clone();
+    let b = body(&rid, b)?;
+    if b.cites.len() > 200 {
+        return Err(ApiError::new(
+            &rid,
+            Failure::Invalid("at most 200 cites".into()),
+        ));
+    }
+    let engine = state.engine.clone();
+    let scope = scope_of(&caller, b.now, b.as_of);
+    let v = blocking(&rid, move || {
+        let g = engine
+            .evidence_subgraph(&scope, &b.cites)
+            .map_err(Failure::from)?;
+        serde_json::to_value(&g).map_err(|e| Failure::Internal(e.to_string()))
     })
     .await?;
     Ok(Json(v))
