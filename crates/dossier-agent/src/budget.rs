@@ -7,10 +7,13 @@ use serde::Serialize;
 
 /// Limits of one run.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Budget {
     /// Tool calls in all (each is one step of the trace).
     pub max_steps: usize,
     pub max_calls_per_tool: usize,
+    /// Serialised as `{secs, nanos}`.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub max_wall: Duration,
     /// Distinct evidence chunks kept.
     pub max_evidence: usize,
@@ -35,6 +38,7 @@ impl Default for Budget {
 
 /// What a run has used, and every time a limit stopped something.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BudgetUse {
     pub limits: Budget,
     pub steps: usize,

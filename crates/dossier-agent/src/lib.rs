@@ -45,6 +45,7 @@ pub use tools::{
 
 /// The outcome of a question.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum AnswerStatus {
     Answered,
@@ -55,6 +56,7 @@ pub enum AnswerStatus {
 
 /// A citation: the exact version and passage a claim rests on.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Citation {
     /// The `[n]` mark in the answer.
     pub mark: usize,
@@ -68,6 +70,7 @@ pub struct Citation {
 
 /// One executed tool call.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Step {
     pub action: String,
     pub args: Value,
@@ -91,6 +94,7 @@ pub struct Step {
 
 /// A proposal the program refused, and why.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Rejected {
     pub proposed_by: String,
     pub proposal: Value,
@@ -99,6 +103,7 @@ pub struct Rejected {
 
 /// A sub-question and how it ended.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SubQuestionTrace {
     pub text: String,
     /// The query actually searched after rewriting, when it differs.
@@ -110,6 +115,7 @@ pub struct SubQuestionTrace {
 
 /// Trajectory metrics that must stay zero (see BENCHMARKS.md).
 #[derive(Debug, Clone, Default, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Metrics {
     /// Calls executed twice with the same normalised arguments.
     pub repeated_queries: usize,
@@ -125,6 +131,7 @@ pub struct Metrics {
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Trace {
     pub planner: String,
     pub writer: String,
@@ -141,6 +148,7 @@ pub struct Trace {
 
 /// What `dossier ask` returns.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AskResponse {
     pub status: AnswerStatus,
     pub answer: String,

@@ -16,6 +16,7 @@ pub enum DocKind {
 
 /// `ID@VERSION`, the way front matter names one version of a document.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct VersionRef {
     pub doc_id: String,
     pub version: String,

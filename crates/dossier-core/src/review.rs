@@ -12,6 +12,7 @@ use crate::doc::VersionRef;
 
 /// What a candidate proposes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Subject {
     /// `newer` supersedes `older` (two look-alike documents with different ids).
@@ -80,6 +81,7 @@ impl Subject {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     Approved,
@@ -88,6 +90,7 @@ pub enum Verdict {
 
 /// A reviewer's decision on one candidate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Decision {
     /// The candidate's id ([`Subject::id`]).
     pub id: String,

@@ -161,6 +161,7 @@ impl Engine {
 
 /// The section a cited chunk belongs to, in the exact version the chunk is of.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SectionView {
     pub doc_id: String,
     pub version: String,
@@ -179,6 +180,7 @@ pub struct SectionView {
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SectionChunk {
     pub chunk_id: String,
     pub text: String,
@@ -240,5 +242,70 @@ impl Engine {
                 })
                 .collect(),
         })
+    }
+}
+
+/// A document version as a listing shows it.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct DocumentInfo {
+    pub doc_id: String,
+    pub version: String,
+    pub title: String,
+    pub source_uri: String,
+    /// On the scope's date: `active`, `deprecated` or `not_yet_in_force`.
+    pub status: String,
+    pub effective_from: Option<chrono::NaiveDate>,
+    /// The end of the version's validity, from its own `effective_to` or a confirmed
+    /// supersession.
+    pub valid_to: Option<chrono::NaiveDate>,
+    pub chunks: usize,
+}
+
+impl Engine {
+    /// The document versions the scope's principal may read (tenant and ACL; every
+    /// version, in force or not), optionally of one document id, ordered by id and date.
+    pub fn documents_visible(&self, scope: &Scope, doc_id: Option<&str>) -> Result<Vec<DocumentInfo>> {
+        let view = self.store.view();
+        let mut out: Vec<DocumentInfo> = (0..view.entries.len())
+            .filter(|&i| doc_id.is_none_or(|d| view.entries[i].meta.doc_id == d))
+            .filter(|&i| scope.may_read(&view.entries[i].meta))
+            .map(|i| {
+                let e = &view.entries[i];
+                let v = &view.validity[i];
+                let status = if v.in_force(scope.at) {
+                    "active"
+                } else if v.to.is_some_and(|t| t <= scope.at) {
+                    "deprecated"
+                } else {
+                    "not_yet_in_force"
+                };
+                DocumentInfo {
+                    doc_id: e.meta.doc_id.clone(),
+                    version: e.meta.version.clone(),
+                    title: e.meta.title.clone(),
+                    source_uri: e.meta.source_uri.clone(),
+                    status: status.into(),
+                    effective_from: e.meta.effective_from,
+                    valid_to: v.to,
+                    chunks: e.seqs.len(),
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            (a.doc_id.as_str(), a.effective_from, a.version.as_str()).cmp(&(
+                b.doc_id.as_str(),
+                b.effective_from,
+                b.version.as_str(),
+            ))
+        });
+        Ok(out)
+    }
+
+    /// Whether the scope's principal may read `doc_id@version` (tenant and ACL).
+    pub fn may_read_version(&self, scope: &Scope, doc_id: &str, version: &str) -> bool {
+        let view = self.store.view();
+        view.find(&scope.tenant, doc_id, version)
+            .is_some_and(|i| scope.may_read(&view.entries[i].meta))
     }
 }

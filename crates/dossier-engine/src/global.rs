@@ -39,6 +39,7 @@ const B: f32 = 0.75;
 
 /// A community report as search results show it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ReportJson {
     /// `L{level}C{n}` within the caller's view.
     pub community_id: String,

@@ -72,6 +72,7 @@ fn same(a: &DocsViewRef, b: &DocsViewRef) -> bool {
 
 /// A node as graph results show it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct GraphNode {
     /// The entity key within the tenant.
     pub id: String,
@@ -82,6 +83,7 @@ pub struct GraphNode {
 /// An edge as graph results show it: ends by name, provenance as citations (chunk ids,
 /// or `DOC@VERSION` for declared facts without a chunk).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct GraphEdge {
     pub from: String,
     pub relation: String,
@@ -91,6 +93,7 @@ pub struct GraphEdge {
 
 /// `{"nodes": [...], "edges": [...]}`, always computed from the caller's view.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SubgraphJson {
     pub nodes: Vec<GraphNode>,
     pub edges: Vec<GraphEdge>,
@@ -98,6 +101,7 @@ pub struct SubgraphJson {
 
 /// An entity as `dossier graph entity` shows it, with its edges.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EntityReport {
     pub id: String,
     pub name: String,

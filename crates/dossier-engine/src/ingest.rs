@@ -26,6 +26,7 @@ impl Progress for () {}
 
 /// What an ingest did.
 #[derive(Debug, Clone, Default, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct IngestReport {
     pub files_seen: usize,
     pub documents_added: usize,
@@ -56,11 +57,78 @@ impl Engine {
     /// Ingests files and directories. Bad files and lines are reported in
     /// [`IngestReport::problems`] and skipped; everything else lands.
     pub fn ingest(&self, paths: &[PathBuf], progress: &mut dyn Progress) -> Result<IngestReport> {
+        self.ingest_into(paths, None, progress)
+    }
+
+    /// Ingests as [`Engine::ingest`] does, but only into `tenant`: documents, record
+    /// tables and principals of any other tenant are reported as problems and skipped
+    /// (what a tenant's administrator may upload). Documents that name no tenant land
+    /// in `tenant`.
+    pub fn ingest_for_tenant(
+        &self,
+        paths: &[PathBuf],
+        tenant: &str,
+        progress: &mut dyn Progress,
+    ) -> Result<IngestReport> {
+        self.ingest_into(paths, Some(tenant), progress)
+    }
+
+    fn ingest_into(
+        &self,
+        paths: &[PathBuf],
+        only_tenant: Option<&str>,
+        progress: &mut dyn Progress,
+    ) -> Result<IngestReport> {
         let t0 = Instant::now();
-        let parsed = parse_paths(paths, &self.options);
+        progress.start("parsing", 0);
+        let parsed = match only_tenant {
+            None => parse_paths(paths, &self.options),
+            Some(t) => {
+                let opts = dossier_ingest::IngestOptions {
+                    default_tenant: t.to_string(),
+                    ..self.options.clone()
+                };
+                parse_paths(paths, &opts)
+            }
+        };
+        let mut parsed = parsed;
+        let mut refused = Vec::new();
+        if let Some(t) = only_tenant {
+            parsed.items.retain(|item| {
+                let (tenant, what) = match item {
+                    Item::Document(d) => (d.meta.tenant.as_str(), d.meta.source_uri.as_str()),
+                    Item::Records(r) => (r.schema.tenant.as_str(), r.schema.table.as_str()),
+                    // A principal id is global: one that another tenant holds may not
+                    // be taken over, or an upload could move a user between tenants.
+                    Item::Principals { principals, .. } => {
+                        let foreign = |p: &dossier_core::Principal| {
+                            p.tenant != t || self.principal(&p.id).is_ok_and(|q| q.tenant != t)
+                        };
+                        match principals.iter().find(|p| foreign(p)) {
+                            Some(p) if p.tenant != t => (p.tenant.as_str(), p.id.as_str()),
+                            Some(p) => ("another", p.id.as_str()),
+                            None => (t, ""),
+                        }
+                    }
+                };
+                if tenant == t {
+                    true
+                } else {
+                    refused.push(format!(
+                        "{what}: names tenant {tenant}, not {t} (the only tenant this upload may write); skipped"
+                    ));
+                    false
+                }
+            });
+        }
         let mut report = IngestReport {
             files_seen: parsed.files_seen,
-            problems: parsed.problems.iter().map(|p| p.to_string()).collect(),
+            problems: parsed
+                .problems
+                .iter()
+                .map(|p| p.to_string())
+                .chain(refused)
+                .collect(),
             parse_secs: t0.elapsed().as_secs_f64(),
             ..Default::default()
         };

@@ -35,7 +35,7 @@ use dossier_store::Store;
 pub use dossier_graph;
 pub use dossier_store;
 
-pub use access::{key_shape, RecordLookup, SectionChunk, SectionView, TableInfo};
+pub use access::{key_shape, DocumentInfo, RecordLookup, SectionChunk, SectionView, TableInfo};
 pub use global::{GraphBuildStats, ReportJson};
 pub use graph::{EntityReport, GraphEdge, GraphNode, SubgraphJson};
 pub use ingest::{IngestReport, Progress};

@@ -29,6 +29,7 @@ pub const MIN_MERGE_SIMILARITY: f32 = 0.6;
 const EVIDENCE_CHARS: usize = 600;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ReviewStatus {
     Open,
@@ -38,6 +39,7 @@ pub enum ReviewStatus {
 
 /// Source text shown with a candidate.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Evidence {
     pub doc_id: String,
     pub version: String,
@@ -51,6 +53,7 @@ pub struct Evidence {
 
 /// One candidate of the queue.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ReviewItem {
     pub id: String,
     pub tenant: String,
@@ -224,6 +227,14 @@ impl Engine {
             ..Default::default()
         })?;
         Ok(decision)
+    }
+
+    /// Fills in the supporting source text of listed candidates.
+    pub fn review_with_evidence(&self, items: &mut [ReviewItem]) -> Result<()> {
+        for item in items {
+            item.evidence = self.evidence_for(&item.tenant, &item.subject)?;
+        }
+        Ok(())
     }
 
     /// Tenants that hold documents or record tables.

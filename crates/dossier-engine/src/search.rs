@@ -86,6 +86,7 @@ pub struct SearchRequest {
 
 /// One hit, in the JSON shape the CLI and API print.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Hit {
     pub chunk_id: String,
     pub doc_id: String,
@@ -101,6 +102,7 @@ pub struct Hit {
 /// A look-alike of a hit's document, visible to the caller, with no confirmed
 /// supersession between them: shown, never silently chosen.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Conflict {
     pub doc_id: String,
     pub version: String,
@@ -109,6 +111,7 @@ pub struct Conflict {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SearchResponse {
     pub hits: Vec<Hit>,
     pub conflicts: Vec<Conflict>,

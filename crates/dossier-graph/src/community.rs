@@ -63,6 +63,7 @@ pub struct Community {
 
 /// A sentence of a report with the chunk it was taken from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Cited {
     pub chunk_id: String,
     pub text: String,

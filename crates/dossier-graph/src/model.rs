@@ -53,6 +53,7 @@ pub const RECORDS_PREFIX: &str = "records/";
 /// schema or the role in a relation; an entity's kind in a view is the majority of its
 /// readable mentions.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum EntityKind {
     /// A document id (all its versions).

@@ -1,11 +1,15 @@
-//! The answer cache of search and ask. (Stub: never hits; filled in by the protection
-//! work.)
+//! The answer cache of search and ask: at most `capacity` answers, the least recently
+//! used dropped first.
 //!
 //! **Invariant:** a key holds the caller's whole scope (principal, tenant, groups, the
 //! date versions are judged at) and the catalog generation, so an entry is never served
-//! to another scope nor after a commit; every commit also empties the cache.
+//! to another scope nor after a commit; every commit also empties the cache. The cache
+//! keeps to the newest generation it has seen: a key of a newer generation empties it
+//! (nothing older can be asked for again once the catalog moved on), and an answer
+//! computed at an older one is not kept.
 
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::Value;
 
@@ -23,20 +27,214 @@ pub struct CacheKey {
     pub request: String,
 }
 
-pub struct Cache {}
+/// One kept answer and when it was last used.
+struct Slot {
+    value: Arc<Value>,
+    used: u64,
+}
+
+#[derive(Default)]
+struct Inner {
+    entries: HashMap<Arc<CacheKey>, Slot>,
+    /// Last use → key; the first entry is the least recently used.
+    by_use: BTreeMap<u64, Arc<CacheKey>>,
+    clock: u64,
+    /// The newest catalog generation seen in a key.
+    generation: u64,
+}
+
+impl Inner {
+    fn clear(&mut self) {
+        self.entries.clear();
+        self.by_use.clear();
+    }
+
+    /// Moves to `generation` if it is newer (emptying the cache); false when it is
+    /// older than the cache's.
+    fn at_generation(&mut self, generation: u64) -> bool {
+        if generation > self.generation {
+            self.clear();
+            self.generation = generation;
+        }
+        generation == self.generation
+    }
+
+    fn tick(&mut self) -> u64 {
+        self.clock += 1;
+        self.clock
+    }
+}
+
+/// Answers of search and ask, by [`CacheKey`].
+pub struct Cache {
+    capacity: usize,
+    inner: Mutex<Inner>,
+}
 
 impl Cache {
     /// A cache of at most `capacity` answers (0: caching off).
-    pub fn new(_capacity: usize) -> Cache {
-        Cache {}
+    pub fn new(capacity: usize) -> Cache {
+        Cache {
+            capacity,
+            inner: Mutex::new(Inner::default()),
+        }
     }
 
-    pub fn get(&self, _key: &CacheKey) -> Option<Arc<Value>> {
-        None
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // Every update leaves the maps consistent before anything can panic.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn put(&self, _key: CacheKey, _value: Arc<Value>) {}
+    /// The most answers kept (0: caching off).
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Answers kept now.
+    pub fn len(&self) -> usize {
+        self.lock().entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The answer kept for exactly this key, marking it recently used.
+    pub fn get(&self, key: &CacheKey) -> Option<Arc<Value>> {
+        if self.capacity == 0 {
+            return None;
+        }
+        let mut inner = self.lock();
+        if !inner.at_generation(key.generation) {
+            return None;
+        }
+        let now = inner.tick();
+        let inner = &mut *inner;
+        let (k, slot) = inner.entries.get_key_value(key)?;
+        let k = k.clone();
+        let previous = slot.used;
+        let value = slot.value.clone();
+        inner.by_use.remove(&previous);
+        inner.by_use.insert(now, k);
+        if let Some(slot) = inner.entries.get_mut(key) {
+            slot.used = now;
+        }
+        Some(value)
+    }
+
+    /// Keeps `value` under `key`, dropping the least recently used answers beyond the
+    /// capacity. An answer of an older catalog generation than the newest seen is not
+    /// kept (a commit happened while it was computed).
+    pub fn put(&self, key: CacheKey, value: Arc<Value>) {
+        if self.capacity == 0 {
+            return;
+        }
+        let mut inner = self.lock();
+        if !inner.at_generation(key.generation) {
+            return;
+        }
+        let now = inner.tick();
+        let key = Arc::new(key);
+        if let Some(old) = inner.entries.insert(key.clone(), Slot { value, used: now }) {
+            inner.by_use.remove(&old.used);
+        }
+        inner.by_use.insert(now, key);
+        while inner.entries.len() > self.capacity {
+            let Some((_, oldest)) = inner.by_use.pop_first() else {
+                break;
+            };
+            inner.entries.remove(&*oldest);
+        }
+    }
 
     /// Drops every entry (called after every commit the server makes).
-    pub fn invalidate_all(&self) {}
+    pub fn invalidate_all(&self) {
+        self.lock().clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn key(principal: &str, generation: u64, request: &str) -> CacheKey {
+        CacheKey {
+            route: "search",
+            principal: principal.into(),
+            tenant: "shop".into(),
+            groups: vec!["customer".into()],
+            generation,
+            request: request.into(),
+        }
+    }
+
+    fn val(n: u64) -> Arc<Value> {
+        Arc::new(json!({ "n": n }))
+    }
+
+    #[test]
+    fn keeps_the_most_recently_used() {
+        let c = Cache::new(2);
+        c.put(key("u7", 1, "a"), val(1));
+        c.put(key("u7", 1, "b"), val(2));
+        // Using `a` makes `b` the oldest.
+        assert_eq!(c.get(&key("u7", 1, "a")).unwrap()["n"], 1);
+        c.put(key("u7", 1, "c"), val(3));
+        assert_eq!(c.len(), 2);
+        assert!(c.get(&key("u7", 1, "b")).is_none());
+        assert_eq!(c.get(&key("u7", 1, "a")).unwrap()["n"], 1);
+        assert_eq!(c.get(&key("u7", 1, "c")).unwrap()["n"], 3);
+        // Replacing a key keeps one entry for it.
+        c.put(key("u7", 1, "c"), val(4));
+        assert_eq!(c.len(), 2);
+        assert_eq!(c.get(&key("u7", 1, "c")).unwrap()["n"], 4);
+        let inner = c.lock();
+        assert_eq!(inner.by_use.len(), inner.entries.len());
+    }
+
+    #[test]
+    fn never_shares_across_keys() {
+        let c = Cache::new(8);
+        c.put(key("u7", 1, "a"), val(1));
+        assert!(c.get(&key("u8", 1, "a")).is_none());
+        let mut other_groups = key("u7", 1, "a");
+        other_groups.groups.push("support".into());
+        assert!(c.get(&other_groups).is_none());
+        let mut other_route = key("u7", 1, "a");
+        other_route.route = "ask";
+        assert!(c.get(&other_route).is_none());
+        assert!(c.get(&key("u7", 1, "a")).is_some());
+    }
+
+    #[test]
+    fn a_newer_generation_empties_it_and_older_answers_are_not_kept() {
+        let c = Cache::new(8);
+        c.put(key("u7", 1, "a"), val(1));
+        c.put(key("u8", 1, "a"), val(2));
+        assert!(c.get(&key("u7", 2, "a")).is_none());
+        assert!(c.is_empty());
+        // Computed before the commit, stored after it: dropped.
+        c.put(key("u8", 1, "a"), val(2));
+        assert!(c.is_empty());
+        c.put(key("u8", 2, "a"), val(3));
+        assert_eq!(c.get(&key("u8", 2, "a")).unwrap()["n"], 3);
+    }
+
+    #[test]
+    fn zero_capacity_keeps_nothing_and_invalidate_empties() {
+        let off = Cache::new(0);
+        off.put(key("u7", 1, "a"), val(1));
+        assert!(off.get(&key("u7", 1, "a")).is_none());
+        assert!(off.is_empty());
+        let c = Cache::new(4);
+        c.put(key("u7", 1, "a"), val(1));
+        c.put(key("u7", 1, "b"), val(2));
+        c.invalidate_all();
+        assert!(c.is_empty());
+        assert!(c.get(&key("u7", 1, "a")).is_none());
+        // Still usable afterwards.
+        c.put(key("u7", 1, "a"), val(1));
+        assert!(c.get(&key("u7", 1, "a")).is_some());
+    }
 }

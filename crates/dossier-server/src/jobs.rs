@@ -208,3 +208,30 @@ impl dossier_engine::Progress for JobHandle {
         JobHandle::advance(self, n);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn waiting_for_idle_ends_only_when_every_job_has_ended() {
+        let jobs = Arc::new(Jobs::default());
+        let a = jobs.start("shop", "ingest", "r1");
+        let b = jobs.start("shop", "reindex", "r2");
+        let waiter = tokio::spawn({
+            let jobs = jobs.clone();
+            async move { jobs.wait_idle().await }
+        });
+        a.stage("embedding", 10);
+        a.advance(4);
+        assert_eq!(jobs.get("shop", "job-1").unwrap().done, 4);
+        assert!(jobs.get("acme", "job-1").is_none(), "another tenant's job");
+        a.finish(Ok(Value::Null));
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "job-2 still runs");
+        drop(b); // a handle dropped without finishing marks its job failed
+        waiter.await.unwrap();
+        assert_eq!(jobs.get("shop", "job-2").unwrap().status, "failed");
+        assert_eq!(jobs.list("shop")[0].id, "job-2");
+    }
+}

@@ -1,7 +1,24 @@
 //! Protection under load: per-tenant request rates and per-tenant concurrency of
-//! expensive operations. (Stub: admits everything; filled in by the protection work.)
+//! expensive operations.
+//!
+//! - **Rate**: every tenant has a token bucket of `burst` tokens refilled at
+//!   `rate_per_sec`; each authenticated request takes one. An empty bucket answers
+//!   `429 rate_limited` with `Retry-After` = the seconds until one token is back
+//!   (rounded up, so a client that waits that long is admitted).
+//! - **Concurrency**: ask, chat, graph-mode search and jobs take one of the tenant's
+//!   `expensive_concurrency` slots without waiting; none free answers
+//!   `429 too_many_concurrent`. The slot is an [`ExpensivePermit`], freed on drop, so it
+//!   can travel into the blocking closure that does the work and is freed even when the
+//!   request that started it has already timed out.
+//!
+//! Tenants come from the store's principals, never from the request, so the maps are
+//! bounded by the tenants the store knows; full buckets and idle slot counters are
+//! pruned anyway, so a tenant that stops sending costs nothing.
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use crate::error::Failure;
 
@@ -32,17 +49,63 @@ impl Default for LimitConfig {
     }
 }
 
+/// Buckets kept before full ones are pruned (a full bucket is the same as none).
+const PRUNE_AT: usize = 1024;
+
+/// One tenant's token bucket.
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+/// Expensive operations running, per tenant; shared with the permits.
+type Running = Arc<Mutex<HashMap<String, usize>>>;
+
+/// How many requests the limits turned away, by reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Rejections {
+    /// Over the tenant's rate (`rate_limited`).
+    pub rate: u64,
+    /// No expensive slot free (`too_many_concurrent`).
+    pub concurrency: u64,
+}
+
 /// The limits in force for every tenant.
 pub struct Limits {
     config: LimitConfig,
+    buckets: Mutex<HashMap<String, Bucket>>,
+    running: Running,
+    rejected_rate: AtomicU64,
+    rejected_busy: AtomicU64,
+    /// Moving average of how long an expensive operation holds its slot, in ms (the
+    /// `Retry-After` of `too_many_concurrent`); 0 until one has finished.
+    hold_ms: Arc<AtomicU64>,
 }
 
 /// Held while an expensive operation runs; dropping it frees the tenant's slot.
-pub struct ExpensivePermit {}
+pub struct ExpensivePermit {
+    running: Running,
+    tenant: String,
+    since: Instant,
+    hold_ms: Arc<AtomicU64>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of these locks leaves only counters behind; keep going.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 impl Limits {
     pub fn new(config: LimitConfig) -> Limits {
-        Limits { config }
+        Limits {
+            config,
+            buckets: Mutex::new(HashMap::new()),
+            running: Arc::new(Mutex::new(HashMap::new())),
+            rejected_rate: AtomicU64::new(0),
+            rejected_busy: AtomicU64::new(0),
+            hold_ms: Arc::new(AtomicU64::new(0)),
+        }
     }
 
     pub fn config(&self) -> &LimitConfig {
@@ -50,13 +113,224 @@ impl Limits {
     }
 
     /// Counts one request of `tenant`; `Failure::RateLimited` when over its rate.
-    pub fn check_rate(&self, _tenant: &str) -> Result<(), Failure> {
-        Ok(())
+    pub fn check_rate(&self, tenant: &str) -> Result<(), Failure> {
+        self.check_rate_at(tenant, Instant::now())
+    }
+
+    /// [`Limits::check_rate`] at a given instant (instants must not go backwards by
+    /// more than the caller accepts: an earlier instant refills nothing).
+    fn check_rate_at(&self, tenant: &str, now: Instant) -> Result<(), Failure> {
+        let rate = self.config.rate_per_sec;
+        let burst = f64::from(self.config.burst.max(1));
+        let mut buckets = lock(&self.buckets);
+        if buckets.len() >= PRUNE_AT && !buckets.contains_key(tenant) {
+            buckets.retain(|_, b| refilled(b, now, rate, burst) < burst);
+        }
+        let b = buckets.entry(tenant.to_string()).or_insert(Bucket {
+            tokens: burst,
+            at: now,
+        });
+        b.tokens = refilled(b, now, rate, burst);
+        b.at = now.max(b.at);
+        if b.tokens >= 1.0 {
+            b.tokens -= 1.0;
+            return Ok(());
+        }
+        // Honest: the time until the bucket holds one whole token again.
+        let retry_after_secs = secs_until_token(1.0 - b.tokens, rate);
+        drop(buckets);
+        self.rejected_rate.fetch_add(1, Ordering::Relaxed);
+        Err(Failure::RateLimited { retry_after_secs })
     }
 
     /// A slot for one expensive operation of `tenant`, without waiting;
     /// `Failure::Busy` when all its slots are taken.
-    pub fn expensive(&self, _tenant: &str) -> Result<ExpensivePermit, Failure> {
-        Ok(ExpensivePermit {})
+    pub fn expensive(&self, tenant: &str) -> Result<ExpensivePermit, Failure> {
+        let mut running = lock(&self.running);
+        let n = running.entry(tenant.to_string()).or_insert(0);
+        if *n >= self.config.expensive_concurrency {
+            drop(running);
+            self.rejected_busy.fetch_add(1, Ordering::Relaxed);
+            let hold = self.hold_ms.load(Ordering::Relaxed);
+            return Err(Failure::Busy {
+                // The typical time a slot is held, at least a second, at most a minute.
+                retry_after_secs: hold.div_ceil(1000).clamp(1, 60),
+            });
+        }
+        *n += 1;
+        Ok(ExpensivePermit {
+            running: self.running.clone(),
+            tenant: tenant.to_string(),
+            since: Instant::now(),
+            hold_ms: self.hold_ms.clone(),
+        })
+    }
+
+    /// Expensive operations of `tenant` running now.
+    pub fn running(&self, tenant: &str) -> usize {
+        lock(&self.running).get(tenant).copied().unwrap_or(0)
+    }
+
+    /// Expensive operations running now, all tenants together.
+    pub fn running_total(&self) -> usize {
+        lock(&self.running).values().sum()
+    }
+
+    /// Requests turned away since start, by reason.
+    pub fn rejections(&self) -> Rejections {
+        Rejections {
+            rate: self.rejected_rate.load(Ordering::Relaxed),
+            concurrency: self.rejected_busy.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The bucket's tokens at `now` (capped at `burst`).
+fn refilled(b: &Bucket, now: Instant, rate: f64, burst: f64) -> f64 {
+    let dt = now.saturating_duration_since(b.at).as_secs_f64();
+    (b.tokens + dt * rate).min(burst)
+}
+
+// A permit moves into `spawn_blocking` closures: it must stay `Send + 'static`.
+const _: fn() = || {
+    fn check<T: Send + 'static>() {}
+    check::<ExpensivePermit>();
+};
+
+/// Whole seconds until `missing` tokens are back at `rate` per second: at least 1
+/// (`Retry-After` has whole seconds, and 0 would invite an immediate retry), at most
+/// [`MAX_RETRY_AFTER`] (a rate of zero never refills).
+fn secs_until_token(missing: f64, rate: f64) -> u64 {
+    let secs = (missing.max(0.0) / rate).ceil();
+    if secs.is_nan() || secs >= MAX_RETRY_AFTER as f64 {
+        MAX_RETRY_AFTER
+    } else {
+        (secs as u64).max(1)
+    }
+}
+
+/// The longest `Retry-After` the rate limit sends (a day).
+pub const MAX_RETRY_AFTER: u64 = 86_400;
+
+impl Drop for ExpensivePermit {
+    fn drop(&mut self) {
+        let mut running = lock(&self.running);
+        if let Some(n) = running.get_mut(&self.tenant) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                running.remove(&self.tenant);
+            }
+        }
+        drop(running);
+        // Moving average (1/8 weight for the newest) of the time slots are held.
+        let took = self.since.elapsed().as_millis().min(u128::from(u32::MAX)) as u64;
+        let _ = self
+            .hold_ms
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
+                Some(if old == 0 { took } else { (old * 7 + took) / 8 })
+            });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(rate: f64, burst: u32, slots: usize) -> Limits {
+        Limits::new(LimitConfig {
+            rate_per_sec: rate,
+            burst,
+            expensive_concurrency: slots,
+            ..LimitConfig::default()
+        })
+    }
+
+    fn retry_after(r: Result<(), Failure>) -> u64 {
+        match r {
+            Err(Failure::RateLimited { retry_after_secs }) => retry_after_secs,
+            other => panic!("expected rate_limited, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_bucket_admits_its_burst_then_refills_at_the_rate() {
+        let l = limits(2.0, 3, 1);
+        let t0 = Instant::now();
+        for _ in 0..3 {
+            l.check_rate_at("shop", t0).unwrap();
+        }
+        // Empty: one token is back after 0.5 s, which rounds up to 1 s.
+        assert_eq!(retry_after(l.check_rate_at("shop", t0)), 1);
+        // Another tenant has its own bucket.
+        l.check_rate_at("acme", t0).unwrap();
+        // 0.5 s later exactly one token is back.
+        let t1 = t0 + Duration::from_millis(500);
+        l.check_rate_at("shop", t1).unwrap();
+        assert!(l.check_rate_at("shop", t1).is_err());
+        // A long pause refills to the burst, not beyond.
+        let t2 = t1 + Duration::from_secs(60);
+        for _ in 0..3 {
+            l.check_rate_at("shop", t2).unwrap();
+        }
+        assert!(l.check_rate_at("shop", t2).is_err());
+        assert_eq!(l.rejections().rate, 3);
+        assert_eq!(l.rejections().concurrency, 0);
+    }
+
+    #[test]
+    fn retry_after_is_the_time_until_one_token() {
+        let l = limits(0.1, 1, 1);
+        let t0 = Instant::now();
+        l.check_rate_at("shop", t0).unwrap();
+        assert_eq!(retry_after(l.check_rate_at("shop", t0)), 10);
+        // 4 s later 0.4 of a token is back: 6 s to go.
+        assert_eq!(
+            retry_after(l.check_rate_at("shop", t0 + Duration::from_secs(4))),
+            6
+        );
+        // Waiting what it said admits the request.
+        l.check_rate_at("shop", t0 + Duration::from_secs(10))
+            .unwrap();
+        // A rate of zero never refills: the longest retry-after, not a panic.
+        let z = limits(0.0, 1, 1);
+        z.check_rate_at("shop", t0).unwrap();
+        assert_eq!(retry_after(z.check_rate_at("shop", t0)), MAX_RETRY_AFTER);
+    }
+
+    #[test]
+    fn full_buckets_are_pruned() {
+        let l = limits(1000.0, 5, 1);
+        let t0 = Instant::now();
+        for i in 0..PRUNE_AT {
+            l.check_rate_at(&format!("t{i}"), t0).unwrap();
+        }
+        assert_eq!(lock(&l.buckets).len(), PRUNE_AT);
+        // A second later every bucket is full again: the next new tenant prunes them.
+        l.check_rate_at("new", t0 + Duration::from_secs(1)).unwrap();
+        assert_eq!(lock(&l.buckets).len(), 1);
+    }
+
+    #[test]
+    fn expensive_slots_are_per_tenant_and_freed_on_drop() {
+        let l = limits(1.0, 1, 2);
+        let a = l.expensive("shop").unwrap();
+        let b = l.expensive("shop").unwrap();
+        match l.expensive("shop") {
+            Err(Failure::Busy { retry_after_secs }) => assert!(retry_after_secs >= 1),
+            other => panic!("expected busy, got {:?}", other.err()),
+        }
+        assert_eq!(l.running("shop"), 2);
+        // Another tenant is not affected.
+        let c = l.expensive("acme").unwrap();
+        assert_eq!(l.running_total(), 3);
+        drop(a);
+        let a2 = l.expensive("shop").unwrap();
+        // A permit may be dropped on another thread (it travels into spawn_blocking).
+        std::thread::spawn(move || drop(b)).join().unwrap();
+        drop((a2, c));
+        assert_eq!(l.running_total(), 0);
+        // No counter is left behind for idle tenants.
+        assert!(lock(&l.running).is_empty());
+        assert_eq!(l.rejections().concurrency, 1);
     }
 }

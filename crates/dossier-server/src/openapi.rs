@@ -1,10 +1,19 @@
-//! `GET /openapi.json`: the routes and the server's own schemas. Engine and agent
-//! responses are described as free-form objects (their shape is the CLI's `--json`).
+//! `GET /openapi.json`: every route with the schema of each of its responses.
+//!
+//! The engine's and the agent's JSON types derive their schemas (their crates' `openapi`
+//! feature), so the document describes exactly what is serialised; the integration test
+//! `tests/openapi.rs` validates real responses against it. [`document`] merges this
+//! module's [`ApiDoc`] with the `…Api` of every other route module.
+
+use std::borrow::Cow;
 
 use axum::Json;
-use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+use dossier_agent::AskResponse;
+use dossier_engine::{EntityReport, SearchResponse, SubgraphJson};
+use serde::{Deserialize, Serialize};
+use utoipa::openapi::schema::{AllOfBuilder, ObjectBuilder, Schema};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
-use utoipa::openapi::RefOr;
+use utoipa::openapi::{Ref, RefOr};
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
 use crate::error::ErrorBody;
@@ -14,10 +23,28 @@ use crate::routes::{self, AskBody, GraphQuery, Health, SearchBody};
 #[openapi(
     info(title = "Dossier API", description = "Scoped search, ask and graph over a Dossier store. The caller is the principal bound to the API key."),
     paths(routes::healthz, routes::readyz, routes::search, routes::ask, routes::graph_entity, routes::graph_neighbors, routes::graph_evidence, crate::traces::trace),
-    components(schemas(SearchBody, AskBody, GraphQuery, Health, ErrorBody, SearchResult, AskResult, EntityResult, SubgraphResult, routes::NeighborsQuery, routes::EvidenceBody, crate::traces::TraceRecord, crate::jobs::JobInfo)),
+    components(schemas(
+        SearchBody, AskBody, GraphQuery, Health, ErrorBody,
+        SearchResult, AskResult, EntityResult, SubgraphResult, SearchDegraded,
+        routes::NeighborsQuery, routes::EvidenceBody, crate::traces::TraceRecord, crate::jobs::JobInfo,
+        // What the document, review and trace routes return, by their own names.
+        dossier_engine::DocumentInfo, dossier_engine::SectionView, dossier_engine::IngestReport,
+        dossier_engine::review::ReviewItem, dossier_core::review::Decision,
+        dossier_agent::Trace
+    )),
     modifiers(&ApiKeyAuth)
 )]
 pub struct ApiDoc;
+
+/// The served document: [`ApiDoc`] and the paths and schemas of every route module.
+pub fn document() -> utoipa::openapi::OpenApi {
+    let mut doc = ApiDoc::openapi();
+    doc.merge(crate::documents::DocumentsApi::openapi());
+    doc.merge(crate::admin::AdminApi::openapi());
+    doc.merge(crate::review::ReviewApi::openapi());
+    doc.merge(crate::chat::ChatApi::openapi());
+    doc
+}
 
 struct ApiKeyAuth;
 
@@ -31,47 +58,100 @@ impl Modify for ApiKeyAuth {
     }
 }
 
-fn free_form(description: &str) -> RefOr<Schema> {
-    ObjectBuilder::new()
-        .schema_type(Type::Object)
-        .description(Some(description))
-        .into()
+fn reference<T: ToSchema>() -> RefOr<Schema> {
+    RefOr::Ref(Ref::from_schema_name(T::name()))
 }
 
-macro_rules! free_form_schema {
-    ($name:ident, $desc:literal) => {
+/// Registers `T` and everything it refers to.
+fn register<T: ToSchema>(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+    schemas.push((T::name().into_owned(), T::schema()));
+    T::schemas(schemas);
+}
+
+/// Declares a route's response name as another name for an engine or agent type, so
+/// that the paths keep their names and the schema is the type's own.
+macro_rules! alias_schema {
+    ($name:ident, $target:ty, $desc:literal) => {
         #[doc = $desc]
         pub struct $name;
         impl PartialSchema for $name {
             fn schema() -> RefOr<Schema> {
-                free_form($desc)
+                AllOfBuilder::new()
+                    .item(reference::<$target>())
+                    .description(Some($desc))
+                    .into()
             }
         }
-        impl ToSchema for $name {}
+        impl ToSchema for $name {
+            fn name() -> Cow<'static, str> {
+                Cow::Borrowed(stringify!($name))
+            }
+            fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+                register::<$target>(schemas);
+            }
+        }
     };
 }
 
-free_form_schema!(
-    SearchResult,
-    "dossier_engine::SearchResponse: hits (each citing doc_id, version, section, source_uri), conflicts, and for graph modes the evidence subgraph and community reports. Identical to `dossier search --json`."
-);
-free_form_schema!(
+alias_schema!(
     AskResult,
-    "dossier_agent::AskResponse: status (answered, partial, insufficient_evidence, unavailable), answer, citations, conflicts, gaps, facts and the trace. Identical to `dossier ask --json`."
+    AskResponse,
+    "What `dossier ask --json` prints: status (answered, partial, insufficient_evidence, unavailable), answer, citations, conflicts, gaps, facts and the trace."
 );
-free_form_schema!(
+alias_schema!(
     SubgraphResult,
+    SubgraphJson,
     "A subgraph of the caller's view: nodes (id, name, kind) and edges (from, relation, to, provenance)."
 );
-free_form_schema!(
+alias_schema!(
     EntityResult,
+    EntityReport,
     "An entity of the caller's graph view: id, name, kind, aliases, sources and edges (each with provenance). Identical to `dossier graph entity --json`."
 );
+
+/// Set when a search ran past its deadline and BM25 answered instead.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SearchDegraded {
+    /// The mode asked for.
+    pub from: String,
+    /// The mode that answered (`bm25`).
+    pub to: String,
+    pub reason: String,
+}
+
+/// `dossier_engine::SearchResponse` (what `dossier search --json` prints), plus
+/// `degraded` when the deadline made BM25 answer.
+pub struct SearchResult;
+
+impl PartialSchema for SearchResult {
+    fn schema() -> RefOr<Schema> {
+        AllOfBuilder::new()
+            .item(reference::<SearchResponse>())
+            .item(
+                ObjectBuilder::new().property("degraded", reference::<SearchDegraded>()),
+            )
+            .description(Some(
+                "What `dossier search --json` prints: hits (each citing doc_id, version, section, source_uri), conflicts, and for graph modes the evidence subgraph and community reports; `degraded` when the search ran past its deadline and BM25 answered instead.",
+            ))
+            .into()
+    }
+}
+
+impl ToSchema for SearchResult {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("SearchResult")
+    }
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        register::<SearchResponse>(schemas);
+        register::<SearchDegraded>(schemas);
+    }
+}
 
 pub fn router() -> axum::Router<crate::AppState> {
     axum::Router::new().route("/openapi.json", axum::routing::get(openapi_json))
 }
 
 pub async fn openapi_json() -> Json<utoipa::openapi::OpenApi> {
-    Json(ApiDoc::openapi())
+    static DOC: std::sync::OnceLock<utoipa::openapi::OpenApi> = std::sync::OnceLock::new();
+    Json(DOC.get_or_init(document).clone())
 }
