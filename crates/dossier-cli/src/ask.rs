@@ -42,7 +42,7 @@ pub struct AskArgs {
 /// installed by scripts/setup-llm; the returned handle keeps it running), or an
 /// OpenAI-compatible base URL with `model_name`.
 pub struct Llm {
-    pub model: Option<Box<dyn ChatModel>>,
+    pub model: Option<std::sync::Arc<dyn ChatModel>>,
     _server: Option<LocalServer>,
 }
 
@@ -57,12 +57,12 @@ impl Llm {
             "local" => {
                 let s = LocalServer::start().context("starting the local model")?;
                 Llm {
-                    model: Some(Box::new(s.chat_model(timeout)?)),
+                    model: Some(std::sync::Arc::new(s.chat_model(timeout)?)),
                     _server: Some(s),
                 }
             }
             url if url.starts_with("http://") || url.starts_with("https://") => Llm {
-                model: Some(Box::new(
+                model: Some(std::sync::Arc::new(
                     OpenAiChat::new(url, model_name, timeout)?
                         .with_api_key_env("DOSSIER_LLM_API_KEY"),
                 )),

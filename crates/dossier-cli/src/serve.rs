@@ -43,6 +43,17 @@ pub struct ServeArgs {
     /// Where uploaded documents are kept (default: `uploads/` in the store).
     #[arg(long)]
     uploads: Option<PathBuf>,
+    /// Chat model for `ask` and chat completions: `none`, `local` (the llama-server
+    /// installed by scripts/setup-llm, started and stopped with the server), or an
+    /// OpenAI-compatible base URL (model from --llm-model).
+    #[arg(long, default_value = "none", env = "DOSSIER_LLM")]
+    llm: String,
+    /// Model name sent to an OpenAI-compatible server.
+    #[arg(long, default_value = "default", env = "DOSSIER_LLM_MODEL")]
+    llm_model: String,
+    /// No access log line per request on stderr.
+    #[arg(long)]
+    quiet: bool,
 }
 
 pub fn run(engine: Engine, args: &ServeArgs) -> Result<ExitCode> {
@@ -61,9 +72,16 @@ pub fn run(engine: Engine, args: &ServeArgs) -> Result<ExitCode> {
         cache_entries: args.cache_entries,
         trace_entries: args.trace_entries,
         uploads_dir: args.uploads.clone(),
+        access_log: !args.quiet,
     };
-    let state = AppState::with_config(Arc::new(engine), Arc::new(keys), config);
+    // Kept alive for as long as the server runs (a local model server stops with it).
+    let llm = crate::ask::Llm::connect(&args.llm, &args.llm_model)?;
+    let mut state = AppState::with_config(Arc::new(engine), Arc::new(keys), config);
+    if let Some(model) = &llm.model {
+        state = state.with_model(model.clone());
+    }
     dossier_server::serve_blocking(args.addr, state)
         .with_context(|| format!("serving on {}", args.addr))?;
+    drop(llm);
     Ok(ExitCode::SUCCESS)
 }

@@ -265,7 +265,11 @@ pub struct DocumentInfo {
 impl Engine {
     /// The document versions the scope's principal may read (tenant and ACL; every
     /// version, in force or not), optionally of one document id, ordered by id and date.
-    pub fn documents_visible(&self, scope: &Scope, doc_id: Option<&str>) -> Result<Vec<DocumentInfo>> {
+    pub fn documents_visible(
+        &self,
+        scope: &Scope,
+        doc_id: Option<&str>,
+    ) -> Result<Vec<DocumentInfo>> {
         let view = self.store.view();
         let mut out: Vec<DocumentInfo> = (0..view.entries.len())
             .filter(|&i| doc_id.is_none_or(|d| view.entries[i].meta.doc_id == d))

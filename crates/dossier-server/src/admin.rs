@@ -137,11 +137,7 @@ pub async fn put_principal(
         let mut groups = b.groups;
         groups.sort();
         groups.dedup();
-        let p = Principal {
-            id,
-            tenant,
-            groups,
-        };
+        let p = Principal { id, tenant, groups };
         engine
             .store()
             .commit(dossier_engine::dossier_store::catalog::CommitBatch {

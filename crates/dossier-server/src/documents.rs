@@ -36,7 +36,16 @@ const MAX_FILES: usize = 10_000;
 
 #[derive(OpenApi)]
 #[openapi(
-    paths(list_documents, document_versions, section, upload, upload_version, delete_document, delete_version, start_ingest_job),
+    paths(
+        list_documents,
+        document_versions,
+        section,
+        upload,
+        upload_version,
+        delete_document,
+        delete_version,
+        start_ingest_job
+    ),
     components(schemas(UploadBody, UploadFile, DeleteResult, DateQuery))
 )]
 pub struct DocumentsApi;
@@ -93,7 +102,10 @@ pub struct DeleteResult {
     pub removed: Vec<String>,
 }
 
-fn date_query(rid: &crate::RequestId, q: Result<Query<DateQuery>, QueryRejection>) -> Result<DateQuery, ApiError> {
+fn date_query(
+    rid: &crate::RequestId,
+    q: Result<Query<DateQuery>, QueryRejection>,
+) -> Result<DateQuery, ApiError> {
     q.map(|Query(q)| q)
         .map_err(|e| ApiError::new(rid, Failure::Invalid(e.body_text())))
 }
@@ -114,7 +126,9 @@ pub async fn list_documents(
     let scope = scope_of(&caller, q.now, q.as_of);
     let engine = state.engine.clone();
     let docs = blocking(&rid, move || {
-        engine.documents_visible(&scope, None).map_err(Failure::from)
+        engine
+            .documents_visible(&scope, None)
+            .map_err(Failure::from)
     })
     .await?;
     Ok(Json(docs))
@@ -176,9 +190,20 @@ pub async fn section(
 
 /// A file name safe to write: one path component, no hidden files, printable.
 fn safe_name(name: &str) -> Result<String, Failure> {
-    let bad = || Failure::Invalid(format!("file name {name:?} must be a plain file name with an extension"));
-    let base = FsPath::new(name).file_name().and_then(|n| n.to_str()).ok_or_else(bad)?;
-    if base != name || base.starts_with('.') || !base.contains('.') || base.chars().any(|c| c.is_control() || c == '\\') {
+    let bad = || {
+        Failure::Invalid(format!(
+            "file name {name:?} must be a plain file name with an extension"
+        ))
+    };
+    let base = FsPath::new(name)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(bad)?;
+    if base != name
+        || base.starts_with('.')
+        || !base.contains('.')
+        || base.chars().any(|c| c.is_control() || c == '\\')
+    {
         return Err(bad());
     }
     Ok(base.to_string())
@@ -191,7 +216,9 @@ fn write_upload(dir: &FsPath, files: &[UploadFile]) -> Result<Vec<PathBuf>, Fail
         return Err(Failure::Invalid("no files".into()));
     }
     if files.len() > MAX_FILES {
-        return Err(Failure::Invalid(format!("at most {MAX_FILES} files per upload")));
+        return Err(Failure::Invalid(format!(
+            "at most {MAX_FILES} files per upload"
+        )));
     }
     let mut names = std::collections::HashSet::new();
     let mut out = Vec::new();
@@ -202,7 +229,8 @@ fn write_upload(dir: &FsPath, files: &[UploadFile]) -> Result<Vec<PathBuf>, Fail
         }
         out.push((dir.join(&name), f));
     }
-    std::fs::create_dir_all(dir).map_err(|e| Failure::Internal(format!("{}: {e}", dir.display())))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Failure::Internal(format!("{}: {e}", dir.display())))?;
     for (path, f) in &out {
         std::fs::write(path, f.content.as_bytes())
             .map_err(|e| Failure::Internal(format!("{}: {e}", path.display())))?;
@@ -253,7 +281,9 @@ async fn ingest_upload(
                             let _ = std::fs::remove_dir_all(&dir);
                             return Err(Failure::Invalid(format!(
                                 "{} is document {}, not {doc}",
-                                p.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default(),
+                                p.file_name()
+                                    .map(|n| n.to_string_lossy().to_string())
+                                    .unwrap_or_default(),
                                 d.meta.doc_id
                             )));
                         }
@@ -270,7 +300,11 @@ async fn ingest_upload(
         let report = engine
             .ingest_for_tenant(&paths, &tenant, &mut ())
             .map_err(Failure::from)?;
-        if report.documents_added == 0 && report.documents_unchanged == 0 && report.records == 0 && report.principals == 0 {
+        if report.documents_added == 0
+            && report.documents_unchanged == 0
+            && report.records == 0
+            && report.principals == 0
+        {
             let _ = std::fs::remove_dir_all(&dir);
             let report = relative_problems(report, &dir);
             return Err(Failure::Invalid(format!(
@@ -329,10 +363,16 @@ pub async fn upload_version(
     b: Result<Json<UploadBody>, JsonRejection>,
 ) -> Result<Json<IngestReport>, ApiError> {
     let b = body(&caller.request_id, b)?;
-    Ok(Json(ingest_upload(&state, &caller, b.files, Some(doc_id)).await?))
+    Ok(Json(
+        ingest_upload(&state, &caller, b.files, Some(doc_id)).await?,
+    ))
 }
 
-async fn delete_spec(state: &AppState, caller: &Caller, spec: String) -> Result<Json<DeleteResult>, ApiError> {
+async fn delete_spec(
+    state: &AppState,
+    caller: &Caller,
+    spec: String,
+) -> Result<Json<DeleteResult>, ApiError> {
     let rid = caller.request_id.clone();
     caller.require_admin()?;
     if state.is_stopping() {
@@ -362,7 +402,12 @@ pub async fn delete_document(
     Path(doc_id): Path<String>,
 ) -> Result<Json<DeleteResult>, ApiError> {
     if doc_id.contains('@') {
-        return Err(ApiError::new(&caller.request_id, Failure::Invalid("use /v1/documents/{doc_id}/versions/{version} to delete one version".into())));
+        return Err(ApiError::new(
+            &caller.request_id,
+            Failure::Invalid(
+                "use /v1/documents/{doc_id}/versions/{version} to delete one version".into(),
+            ),
+        ));
     }
     delete_spec(&state, &caller, doc_id).await
 }
@@ -414,7 +459,10 @@ pub async fn start_ingest_job(
     let write_dir = dir.clone();
     let paths = blocking(&rid, move || write_upload(&write_dir, &files)).await?;
     let mut job = state.jobs.start(&caller.tenant, "ingest", &rid.0);
-    let info = state.jobs.get(&caller.tenant, job.id()).ok_or_else(|| ApiError::new(&rid, Failure::Internal("job vanished".into())))?;
+    let info = state
+        .jobs
+        .get(&caller.tenant, job.id())
+        .ok_or_else(|| ApiError::new(&rid, Failure::Internal("job vanished".into())))?;
     let engine = state.engine.clone();
     let cache = state.cache.clone();
     let tenant = caller.tenant.clone();

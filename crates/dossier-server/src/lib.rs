@@ -69,6 +69,8 @@ pub struct ServerConfig {
     /// Where uploaded documents are kept (`<store>/uploads` when unset); an uploaded
     /// file is kept so that its `source_uri` keeps pointing at the text that was cited.
     pub uploads_dir: Option<PathBuf>,
+    /// One line per request on stderr (time, request id, method, path, status, time taken).
+    pub access_log: bool,
 }
 
 impl Default for ServerConfig {
@@ -78,6 +80,7 @@ impl Default for ServerConfig {
             cache_entries: 1024,
             trace_entries: 1000,
             uploads_dir: None,
+            access_log: false,
         }
     }
 }
@@ -95,6 +98,9 @@ pub struct AppState {
     pub config: Arc<ServerConfig>,
     /// Set when shutdown begins: new writes and jobs are refused from then on.
     pub stopping: Arc<AtomicBool>,
+    /// The chat model the agent may use (it only proposes; the program checks every
+    /// step). None: deterministic planner and extractive writer.
+    pub model: Option<Arc<dyn dossier_llm::ChatModel>>,
 }
 
 impl AppState {
@@ -111,9 +117,16 @@ impl AppState {
             jobs: Arc::new(Jobs::default()),
             config: Arc::new(config),
             stopping: Arc::new(AtomicBool::new(false)),
+            model: None,
             engine,
             keys,
         }
+    }
+
+    /// Lets the agent use `model` for planning and writing.
+    pub fn with_model(mut self, model: Arc<dyn dossier_llm::ChatModel>) -> AppState {
+        self.model = Some(model);
+        self
     }
 
     /// Whether shutdown has begun.
@@ -169,6 +182,7 @@ pub async fn serve_on(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    request_id::set_access_log(state.config.access_log);
     let hup = reload_on_hangup(state.keys.clone());
     let stopping = state.stopping.clone();
     let jobs = state.jobs.clone();

@@ -1,6 +1,8 @@
-//! A fresh id for every request, on the response header and in error bodies.
+//! A fresh id for every request, on the response header, in error bodies and in the
+//! access log line every request writes (stderr; the path only, never the query string
+//! or the body, which may hold a user's question).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use axum::extract::{FromRequestParts, Request};
@@ -34,13 +36,33 @@ impl RequestId {
     }
 }
 
-/// Middleware: assigns the id before routing and stamps it on whatever comes back.
+static ACCESS_LOG: AtomicBool = AtomicBool::new(false);
+
+/// Turns the per-request access log line on or off (process-wide).
+pub fn set_access_log(on: bool) {
+    ACCESS_LOG.store(on, Ordering::Relaxed);
+}
+
+/// Middleware: assigns the id before routing, stamps it on whatever comes back, and
+/// writes the access log line.
 pub async fn assign(mut req: Request, next: Next) -> Response {
     let id = RequestId::generate();
     req.extensions_mut().insert(id.clone());
+    let started = std::time::Instant::now();
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
     let mut resp = next.run(req).await;
     if let Ok(v) = HeaderValue::from_str(&id.0) {
         resp.headers_mut().insert(HEADER, v);
+    }
+    if ACCESS_LOG.load(Ordering::Relaxed) {
+        eprintln!(
+            "{} request_id={} {method} {path} {} {:.1}ms",
+            chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ"),
+            id.0,
+            resp.status().as_u16(),
+            started.elapsed().as_secs_f64() * 1e3
+        );
     }
     resp
 }

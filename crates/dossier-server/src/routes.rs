@@ -342,7 +342,8 @@ pub async fn ask(
     Ok(cached_json(v, hit))
 }
 
-/// Runs the agent for `caller` (no model: deterministic planner, extractive writer)
+/// Runs the agent for `caller` (with the server's model if one is configured, else the
+/// deterministic planner and extractive writer)
 /// through the cache, the tenant's concurrency limit and the ask deadline, and keeps
 /// the trajectory under the request id. `/v1/ask` and `/v1/chat/completions` both
 /// answer through here. Returns the response as JSON and whether it came from the
@@ -392,13 +393,14 @@ pub(crate) async fn run_ask(
             req.budget.max_wall = req.budget.max_wall.min(deadline);
             let engine = state.engine.clone();
             let metrics = state.metrics.clone();
+            let model = state.model.clone();
             let work = blocking(&rid, move || {
                 let _permit = permit;
                 let tools = EngineTools::new(&engine);
                 let agent = Agent {
                     engine: &engine,
                     tools: &tools,
-                    model: None,
+                    model: model.as_deref(),
                 };
                 let resp = agent.ask(&req).map_err(Failure::from)?;
                 metrics.observe_ask(&resp);

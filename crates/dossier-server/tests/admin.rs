@@ -62,7 +62,10 @@ impl Server {
         )
         .unwrap();
         let report = engine
-            .ingest(&[scenarios().join("shop"), scenarios().join("acme")], &mut ())
+            .ingest(
+                &[scenarios().join("shop"), scenarios().join("acme")],
+                &mut (),
+            )
             .unwrap();
         assert!(report.problems.is_empty(), "{:?}", report.problems);
         let keys_path = dir.path().join("keys.yaml");
@@ -155,7 +158,13 @@ impl Server {
             .as_array()
             .unwrap()
             .iter()
-            .map(|h| format!("{}@{}", h["doc_id"].as_str().unwrap(), h["version"].as_str().unwrap()))
+            .map(|h| {
+                format!(
+                    "{}@{}",
+                    h["doc_id"].as_str().unwrap(),
+                    h["version"].as_str().unwrap()
+                )
+            })
             .collect();
         (docs, r.body)
     }
@@ -180,7 +189,12 @@ fn upload(files: &[(&str, String)]) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn documents_upload_new_version_sections_and_delete() {
     let s = Server::start().await;
-    let v1 = doc("returns-faq", "1.0", "", "Parcels may be returned within 14 days of the zebrafish delivery.");
+    let v1 = doc(
+        "returns-faq",
+        "1.0",
+        "",
+        "Parcels may be returned within 14 days of the zebrafish delivery.",
+    );
     let v2 = doc(
         "returns-faq",
         "2.0",
@@ -189,63 +203,142 @@ async fn documents_upload_new_version_sections_and_delete() {
     );
 
     // Writing needs an admin key.
-    let r = s.post("/v1/documents", "key-u7", upload(&[("faq.md", v1.clone())])).await;
-    assert_eq!((r.status, r.body["code"].as_str()), (403, Some("admin_required")));
+    let r = s
+        .post("/v1/documents", "key-u7", upload(&[("faq.md", v1.clone())]))
+        .await;
+    assert_eq!(
+        (r.status, r.body["code"].as_str()),
+        (403, Some("admin_required"))
+    );
 
     // Before: nothing about zebrafish.
     let (docs, _) = s.search_docs("key-u7", "zebrafish delivery returned").await;
-    assert!(!docs.iter().any(|d| d.starts_with("returns-faq")), "{docs:?}");
+    assert!(
+        !docs.iter().any(|d| d.starts_with("returns-faq")),
+        "{docs:?}"
+    );
 
-    let r = s.post("/v1/documents", "key-zhang", upload(&[("faq.md", v1)])).await;
+    let r = s
+        .post("/v1/documents", "key-zhang", upload(&[("faq.md", v1)]))
+        .await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["documents_added"], 1);
     // The commit is seen by the next search (no stale cached answer).
     let (docs, _) = s.search_docs("key-u7", "zebrafish delivery returned").await;
-    assert_eq!(docs.first().map(String::as_str), Some("returns-faq@1.0"), "{docs:?}");
+    assert_eq!(
+        docs.first().map(String::as_str),
+        Some("returns-faq@1.0"),
+        "{docs:?}"
+    );
 
     // A new version of the same document through its own route.
     let r = s
-        .post("/v1/documents/returns-faq/versions", "key-zhang", upload(&[("faq-v2.md", v2.clone())]))
+        .post(
+            "/v1/documents/returns-faq/versions",
+            "key-zhang",
+            upload(&[("faq-v2.md", v2.clone())]),
+        )
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["documents_added"], 1);
     let (docs, _) = s.search_docs("key-u7", "zebrafish delivery returned").await;
     assert!(docs.contains(&"returns-faq@2.0".to_string()), "{docs:?}");
-    assert!(!docs.contains(&"returns-faq@1.0".to_string()), "superseded text stays out of current answers: {docs:?}");
-    let r = s.get("/v1/documents/returns-faq?now=2026-11-30", "key-u7").await;
+    assert!(
+        !docs.contains(&"returns-faq@1.0".to_string()),
+        "superseded text stays out of current answers: {docs:?}"
+    );
+    let r = s
+        .get("/v1/documents/returns-faq?now=2026-11-30", "key-u7")
+        .await;
     assert_eq!(r.status, 200, "{}", r.body);
-    let status: Vec<(String, String)> = r.body.as_array().unwrap().iter()
-        .map(|d| (d["version"].as_str().unwrap().to_string(), d["status"].as_str().unwrap().to_string()))
+    let status: Vec<(String, String)> = r
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["version"].as_str().unwrap().to_string(),
+                d["status"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
-    assert_eq!(status, vec![("1.0".into(), "deprecated".into()), ("2.0".into(), "active".into())]);
+    assert_eq!(
+        status,
+        vec![
+            ("1.0".into(), "deprecated".into()),
+            ("2.0".into(), "active".into())
+        ]
+    );
 
     // A "new version" of another document is refused, and nothing lands.
     let other = doc("shipping-faq", "1.0", "", "Shipping takes two days.");
     let r = s
-        .post("/v1/documents/returns-faq/versions", "key-zhang", upload(&[("ship.md", other)]))
+        .post(
+            "/v1/documents/returns-faq/versions",
+            "key-zhang",
+            upload(&[("ship.md", other)]),
+        )
         .await;
     assert_eq!(r.status, 400, "{}", r.body);
-    assert_eq!(s.get("/v1/documents/shipping-faq", "key-zhang").await.status, 404);
+    assert_eq!(
+        s.get("/v1/documents/shipping-faq", "key-zhang")
+            .await
+            .status,
+        404
+    );
 
     // An admin writes only its own tenant; a bad file is reported by name and line.
     let foreign = doc("returns-faq", "3.0", "", "x").replace("tenant: shop", "tenant: acme");
-    let r = s.post("/v1/documents", "key-zhang", upload(&[("acme.md", foreign)])).await;
-    assert_eq!(r.status, 400, "{}", r.body);
-    assert!(r.body["message"].as_str().unwrap().contains("names tenant acme"), "{}", r.body);
     let r = s
-        .post("/v1/documents", "key-zhang", upload(&[("ok.md", doc("ok-doc", "1.0", "", "fine")), ("bad.md", "---\nid: [unclosed\n---\nx".into())]))
+        .post(
+            "/v1/documents",
+            "key-zhang",
+            upload(&[("acme.md", foreign)]),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("names tenant acme"),
+        "{}",
+        r.body
+    );
+    let r = s
+        .post(
+            "/v1/documents",
+            "key-zhang",
+            upload(&[
+                ("ok.md", doc("ok-doc", "1.0", "", "fine")),
+                ("bad.md", "---\nid: [unclosed\n---\nx".into()),
+            ]),
+        )
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["documents_added"], 1);
     let problems = r.body["problems"].as_array().unwrap();
-    assert!(problems.iter().any(|p| p.as_str().unwrap().starts_with("bad.md:")), "{problems:?}");
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.as_str().unwrap().starts_with("bad.md:")),
+        "{problems:?}"
+    );
     for name in ["../x.md", ".hidden.md", "noext", "a/b.md"] {
-        let r = s.post("/v1/documents", "key-zhang", upload(&[(name, "x".into())])).await;
+        let r = s
+            .post("/v1/documents", "key-zhang", upload(&[(name, "x".into())]))
+            .await;
         assert_eq!(r.status, 400, "{name}: {}", r.body);
     }
 
     // Sections open the exact cited version, also a deprecated one.
-    let r = s.get("/v1/sections/returns-faq%401.0%230?now=2026-11-30", "key-u7").await;
+    let r = s
+        .get(
+            "/v1/sections/returns-faq%401.0%230?now=2026-11-30",
+            "key-u7",
+        )
+        .await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["version"], "1.0");
     assert_eq!(r.body["status"], "deprecated");
@@ -255,30 +348,48 @@ async fn documents_upload_new_version_sections_and_delete() {
     let nothing = s.get("/v1/documents/no-such-doc", "key-acme").await;
     assert_eq!((theirs.status, nothing.status), (404, 404));
     assert_eq!(theirs.sans_id(), nothing.sans_id());
-    let theirs = s.get("/v1/sections/returns-faq%401.0%230", "key-acme").await;
+    let theirs = s
+        .get("/v1/sections/returns-faq%401.0%230", "key-acme")
+        .await;
     let nothing = s.get("/v1/sections/nope%401.0%230", "key-acme").await;
     assert_eq!((theirs.status, nothing.status), (404, 404));
     assert_eq!(theirs.sans_id(), nothing.sans_id());
     // u7 may not read the supplier notice: its section reads like nothing.
-    let hidden = s.get(&format!("/v1/sections/{NOTICE}%401.0%230"), "key-u7").await;
+    let hidden = s
+        .get(&format!("/v1/sections/{NOTICE}%401.0%230"), "key-u7")
+        .await;
     let listed = s.get("/v1/documents", "key-u7").await;
     assert_eq!(hidden.sans_id(), nothing.sans_id());
     assert!(!listed.body.to_string().contains(NOTICE));
     let zhang = s.get("/v1/documents", "key-zhang").await;
-    assert!(zhang.body.to_string().contains(NOTICE), "zhang is in supply-chain");
+    assert!(
+        zhang.body.to_string().contains(NOTICE),
+        "zhang is in supply-chain"
+    );
 
     // Deletes: admin only, own tenant only, then gone.
-    assert_eq!(s.delete("/v1/documents/returns-faq", "key-u7").await.status, 403);
+    assert_eq!(
+        s.delete("/v1/documents/returns-faq", "key-u7").await.status,
+        403
+    );
     let theirs = s.delete("/v1/documents/returns-faq", "key-acme").await;
     assert_eq!(theirs.status, 404);
-    let r = s.delete("/v1/documents/returns-faq/versions/2.0", "key-zhang").await;
+    let r = s
+        .delete("/v1/documents/returns-faq/versions/2.0", "key-zhang")
+        .await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["removed"], json!(["returns-faq@2.0"]));
     let r = s.delete("/v1/documents/returns-faq", "key-zhang").await;
     assert_eq!(r.body["removed"], json!(["returns-faq@1.0"]));
-    assert_eq!(s.get("/v1/documents/returns-faq", "key-zhang").await.status, 404);
+    assert_eq!(
+        s.get("/v1/documents/returns-faq", "key-zhang").await.status,
+        404
+    );
     let (docs, _) = s.search_docs("key-u7", "zebrafish delivery returned").await;
-    assert!(!docs.iter().any(|d| d.starts_with("returns-faq")), "{docs:?}");
+    assert!(
+        !docs.iter().any(|d| d.starts_with("returns-faq")),
+        "{docs:?}"
+    );
     s.stop().await;
 }
 
@@ -286,15 +397,35 @@ async fn documents_upload_new_version_sections_and_delete() {
 async fn principals_stay_within_the_admins_tenant() {
     let s = Server::start().await;
     assert_eq!(s.get("/v1/principals", "key-u7").await.status, 403);
-    let r = s.put("/v1/principals/u9", "key-zhang", json!({"groups": ["customer"]})).await;
+    let r = s
+        .put(
+            "/v1/principals/u9",
+            "key-zhang",
+            json!({"groups": ["customer"]}),
+        )
+        .await;
     assert_eq!(r.status, 200, "{}", r.body);
-    assert_eq!(r.body, json!({"id": "u9", "tenant": "shop", "groups": ["customer"]}));
+    assert_eq!(
+        r.body,
+        json!({"id": "u9", "tenant": "shop", "groups": ["customer"]})
+    );
     let r = s.get("/v1/principals", "key-zhang").await;
-    let ids: Vec<&str> = r.body.as_array().unwrap().iter().map(|p| p["id"].as_str().unwrap()).collect();
-    assert!(ids.contains(&"u9") && ids.contains(&"u7") && !ids.contains(&"acme-admin"), "{ids:?}");
+    let ids: Vec<&str> = r
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&"u9") && ids.contains(&"u7") && !ids.contains(&"acme-admin"),
+        "{ids:?}"
+    );
     // Another tenant's admin cannot take over u7 (that would move u7 into acme), and
     // the refusal does not say whose the id is.
-    let r = s.put("/v1/principals/u7", "key-acme", json!({"groups": ["sre"]})).await;
+    let r = s
+        .put("/v1/principals/u7", "key-acme", json!({"groups": ["sre"]}))
+        .await;
     assert_eq!(r.status, 400, "{}", r.body);
     assert!(!r.body["message"].as_str().unwrap().contains("shop"));
     // Nor by uploading a principals file.
@@ -302,14 +433,26 @@ async fn principals_stay_within_the_admins_tenant() {
         .post(
             "/v1/documents",
             "key-acme",
-            upload(&[("principals.yaml", "principals:\n  - id: u7\n    tenant: acme\n    groups: [sre]\n".into())]),
+            upload(&[(
+                "principals.yaml",
+                "principals:\n  - id: u7\n    tenant: acme\n    groups: [sre]\n".into(),
+            )]),
         )
         .await;
     assert_eq!(r.status, 400, "{}", r.body);
     let (docs, _) = s.search_docs("key-u7", "耳机 退货").await;
-    assert!(docs.iter().any(|d| d.starts_with("headphone-policy")), "u7 is still a shop customer: {docs:?}");
+    assert!(
+        docs.iter().any(|d| d.starts_with("headphone-policy")),
+        "u7 is still a shop customer: {docs:?}"
+    );
     // The body cannot name a tenant.
-    let r = s.put("/v1/principals/u10", "key-zhang", json!({"groups": [], "tenant": "acme"})).await;
+    let r = s
+        .put(
+            "/v1/principals/u10",
+            "key-zhang",
+            json!({"groups": [], "tenant": "acme"}),
+        )
+        .await;
     assert_eq!(r.status, 400);
     s.stop().await;
 }
@@ -322,7 +465,11 @@ async fn wait_job(s: &Server, key: &str, id: &str) -> Value {
         if r.body["status"] == "succeeded" || r.body["status"] == "failed" {
             return r.body;
         }
-        assert!(t0.elapsed() < Duration::from_secs(120), "job did not end: {}", r.body);
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "job did not end: {}",
+            r.body
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -331,10 +478,25 @@ async fn wait_job(s: &Server, key: &str, id: &str) -> Value {
 async fn jobs_run_after_the_answer_and_report_progress() {
     let s = Server::start().await;
     let files: Vec<(String, String)> = (0..40)
-        .map(|i| (format!("bulk-{i}.md"), doc(&format!("bulk-{i}"), "1.0", "", &format!("Bulk note number {i} about quokkas."))))
+        .map(|i| {
+            (
+                format!("bulk-{i}.md"),
+                doc(
+                    &format!("bulk-{i}"),
+                    "1.0",
+                    "",
+                    &format!("Bulk note number {i} about quokkas."),
+                ),
+            )
+        })
         .collect();
     let refs: Vec<(&str, String)> = files.iter().map(|(n, c)| (n.as_str(), c.clone())).collect();
-    assert_eq!(s.post("/v1/jobs/ingest", "key-u7", upload(&refs)).await.status, 403);
+    assert_eq!(
+        s.post("/v1/jobs/ingest", "key-u7", upload(&refs))
+            .await
+            .status,
+        403
+    );
     let r = s.post("/v1/jobs/ingest", "key-zhang", upload(&refs)).await;
     assert_eq!(r.status, 202, "{}", r.body);
     let id = r.body["id"].as_str().unwrap().to_string();
@@ -347,9 +509,15 @@ async fn jobs_run_after_the_answer_and_report_progress() {
     let done = wait_job(&s, "key-zhang", &id).await;
     assert_eq!(done["status"], "succeeded", "{done}");
     assert_eq!(done["result"]["documents_added"], 40, "{done}");
-    assert_eq!(done["done"], done["total"], "progress reached its total: {done}");
+    assert_eq!(
+        done["done"], done["total"],
+        "progress reached its total: {done}"
+    );
     let (docs, _) = s.search_docs("key-u7", "quokkas bulk note").await;
-    assert!(docs.iter().filter(|d| d.starts_with("bulk-")).count() >= 10, "{docs:?}");
+    assert!(
+        docs.iter().filter(|d| d.starts_with("bulk-")).count() >= 10,
+        "{docs:?}"
+    );
 
     let r = s.post("/v1/jobs/reindex", "key-zhang", json!(null)).await;
     assert_eq!(r.status, 202, "{}", r.body);
@@ -361,7 +529,10 @@ async fn jobs_run_after_the_answer_and_report_progress() {
     assert_eq!(s.get("/v1/jobs", "key-acme").await.body, json!([]));
     // The rebuilt index answers as before.
     let (docs, _) = s.search_docs("key-u7", "quokkas bulk note").await;
-    assert!(docs.iter().filter(|d| d.starts_with("bulk-")).count() >= 10, "{docs:?}");
+    assert!(
+        docs.iter().filter(|d| d.starts_with("bulk-")).count() >= 10,
+        "{docs:?}"
+    );
     s.stop().await;
 }
 
@@ -380,21 +551,56 @@ async fn the_review_queue_over_http() {
         .find(|i| i["subject"].to_string().contains("api-auth-mtls-draft"))
         .unwrap_or_else(|| panic!("{}", r.body));
     let id = sup["id"].as_str().unwrap().to_string();
-    assert!(sup["evidence"].to_string().contains("OAuth"), "shown with its source text: {sup}");
+    assert!(
+        sup["evidence"].to_string().contains("OAuth"),
+        "shown with its source text: {sup}"
+    );
     // The other tenant's admin: the candidate does not exist, and cannot be decided.
     let theirs = s.get(&format!("/v1/review/{id}"), "key-acme").await;
     let nothing = s.get("/v1/review/sup-0000", "key-acme").await;
     assert_eq!((theirs.status, nothing.status), (404, 404));
     assert_eq!(theirs.sans_id(), nothing.sans_id());
-    assert_eq!(s.post(&format!("/v1/review/{id}/approve"), "key-acme", json!({})).await.status, 404);
-    assert_eq!(s.post(&format!("/v1/review/{id}/approve"), "key-u7", json!({})).await.status, 403);
+    assert_eq!(
+        s.post(&format!("/v1/review/{id}/approve"), "key-acme", json!({}))
+            .await
+            .status,
+        404
+    );
+    assert_eq!(
+        s.post(&format!("/v1/review/{id}/approve"), "key-u7", json!({}))
+            .await
+            .status,
+        403
+    );
     // The reviewer is the key's principal; a body cannot name one.
-    let r = s.post(&format!("/v1/review/{id}/approve"), "key-zhang", json!({"by": "alice"})).await;
+    let r = s
+        .post(
+            &format!("/v1/review/{id}/approve"),
+            "key-zhang",
+            json!({"by": "alice"}),
+        )
+        .await;
     assert_eq!(r.status, 400, "{}", r.body);
 
-    let before = s.post("/v1/search", "key-u7", json!({"query": AUTH, "mode": "bm25", "k": 20, "now": "2026-11-30"})).await;
-    assert!(!before.body["conflicts"].as_array().unwrap().is_empty(), "{}", before.body);
-    let r = s.post(&format!("/v1/review/{id}/approve"), "key-zhang", json!({"note": "release note R-9"})).await;
+    let before = s
+        .post(
+            "/v1/search",
+            "key-u7",
+            json!({"query": AUTH, "mode": "bm25", "k": 20, "now": "2026-11-30"}),
+        )
+        .await;
+    assert!(
+        !before.body["conflicts"].as_array().unwrap().is_empty(),
+        "{}",
+        before.body
+    );
+    let r = s
+        .post(
+            &format!("/v1/review/{id}/approve"),
+            "key-zhang",
+            json!({"note": "release note R-9"}),
+        )
+        .await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["by"], "zhang");
     assert_eq!(r.body["note"], "release note R-9");
@@ -403,25 +609,48 @@ async fn the_review_queue_over_http() {
     assert!(!docs.contains(&"api-auth@2.0".to_string()), "{docs:?}");
     let r = s.get(&format!("/v1/review/{id}"), "key-zhang").await;
     assert_eq!(r.body["status"], "approved");
-    assert!(!s.get("/v1/review", "key-zhang").await.body.to_string().contains(&id));
-    assert!(s.get("/v1/review?status=all", "key-zhang").await.body.to_string().contains(&id));
-    assert_eq!(s.get("/v1/review?status=maybe", "key-zhang").await.status, 400);
+    assert!(!s
+        .get("/v1/review", "key-zhang")
+        .await
+        .body
+        .to_string()
+        .contains(&id));
+    assert!(s
+        .get("/v1/review?status=all", "key-zhang")
+        .await
+        .body
+        .to_string()
+        .contains(&id));
+    assert_eq!(
+        s.get("/v1/review?status=maybe", "key-zhang").await.status,
+        400
+    );
     s.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn traces_are_read_back_by_their_request_id_only_by_the_asker() {
     let s = Server::start().await;
-    let r = s.post("/v1/ask", "key-u7", json!({"question": "订单 A123 的退货政策是什么？", "now": "2026-11-30"})).await;
+    let r = s
+        .post(
+            "/v1/ask",
+            "key-u7",
+            json!({"question": "订单 A123 的退货政策是什么？", "now": "2026-11-30"}),
+        )
+        .await;
     assert_eq!(r.status, 200, "{}", r.body);
-    let t = s.get(&format!("/v1/traces/{}", r.request_id), "key-u7").await;
+    let t = s
+        .get(&format!("/v1/traces/{}", r.request_id), "key-u7")
+        .await;
     assert_eq!(t.status, 200, "{}", t.body);
     assert_eq!(t.body["request_id"], r.request_id);
     assert_eq!(t.body["route"], "/v1/ask");
     assert_eq!(t.body["trace"], r.body["trace"]);
     assert_eq!(t.body["status"], r.body["status"]);
     assert!(!t.body["trace"]["steps"].as_array().unwrap().is_empty());
-    let theirs = s.get(&format!("/v1/traces/{}", r.request_id), "key-u8").await;
+    let theirs = s
+        .get(&format!("/v1/traces/{}", r.request_id), "key-u8")
+        .await;
     let nothing = s.get("/v1/traces/no-such-request", "key-u8").await;
     assert_eq!((theirs.status, nothing.status), (404, 404));
     assert_eq!(theirs.sans_id(), nothing.sans_id());
@@ -432,7 +661,17 @@ async fn traces_are_read_back_by_their_request_id_only_by_the_asker() {
 async fn shutdown_refuses_new_writes_and_waits_for_running_jobs() {
     let s = Server::start().await;
     let files: Vec<(String, String)> = (0..300)
-        .map(|i| (format!("late-{i}.md"), doc(&format!("late-{i}"), "1.0", "", &format!("Late note {i} on wombats."))))
+        .map(|i| {
+            (
+                format!("late-{i}.md"),
+                doc(
+                    &format!("late-{i}"),
+                    "1.0",
+                    "",
+                    &format!("Late note {i} on wombats."),
+                ),
+            )
+        })
         .collect();
     let refs: Vec<(&str, String)> = files.iter().map(|(n, c)| (n.as_str(), c.clone())).collect();
     let r = s.post("/v1/jobs/ingest", "key-zhang", upload(&refs)).await;
@@ -444,13 +683,24 @@ async fn shutdown_refuses_new_writes_and_waits_for_running_jobs() {
     assert_eq!(state.jobs.running(), 0);
     let job = state.jobs.get("shop", &id).unwrap();
     assert_eq!(job.status, "succeeded", "{job:?}");
-    let scope = dossier_core::Scope::new(&state.engine.principal("zhang").unwrap(), chrono::NaiveDate::from_ymd_opt(2026, 11, 30).unwrap());
-    let landed = state.engine.documents_visible(&scope, None).unwrap().iter().filter(|d| d.doc_id.starts_with("late-")).count();
+    let scope = dossier_core::Scope::new(
+        &state.engine.principal("zhang").unwrap(),
+        chrono::NaiveDate::from_ymd_opt(2026, 11, 30).unwrap(),
+    );
+    let landed = state
+        .engine
+        .documents_visible(&scope, None)
+        .unwrap()
+        .iter()
+        .filter(|d| d.doc_id.starts_with("late-"))
+        .count();
     assert_eq!(landed, 300);
 
     // Once stopping, writes are refused with 503 and a Retry-After.
     let s = Server::start().await;
-    s.state.stopping.store(true, std::sync::atomic::Ordering::SeqCst);
+    s.state
+        .stopping
+        .store(true, std::sync::atomic::Ordering::SeqCst);
     let resp = s
         .client
         .post(format!("{}/v1/documents", s.base))
@@ -465,5 +715,47 @@ async fn shutdown_refuses_new_writes_and_waits_for_running_jobs() {
     assert_eq!(body["code"], "shutting_down");
     // Reads still answer while in-flight work drains.
     assert_eq!(s.get("/v1/documents", "key-u7").await.status, 200);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configured_model_gets_only_what_the_caller_may_read() {
+    // A model that fails every call: the agent must degrade honestly, and every request
+    // it made is recorded, so we can see what text reached the model.
+    let model = Arc::new(dossier_llm::ScriptedChat::new([]).named("scripted"));
+    let mut s = Server::start().await;
+    // Rebuild the server with the model (same store).
+    let _ = s.stop.take().unwrap().send(());
+    s.handle.take().unwrap().await.unwrap().unwrap();
+    let state = s.state.clone().with_model(model.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    s.base = format!("http://{}", listener.local_addr().unwrap());
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    s.handle = Some(tokio::spawn(dossier_server::serve_on(
+        listener,
+        state,
+        async move {
+            let _ = rx.await;
+        },
+    )));
+    s.stop = Some(tx);
+
+    let r = s
+        .post("/v1/ask", "key-u7", json!({"question": "供应商 S-8 的电池问题影响哪些批次？E-1 事件怎么处理？", "now": "2026-11-30"}))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(!r.body.to_string().contains(NOTICE), "{}", r.body);
+    let requests = model.requests();
+    assert!(!requests.is_empty(), "the configured model was consulted");
+    let sent = format!("{requests:?}");
+    assert!(
+        !sent.contains(NOTICE) && !sent.contains("深圳八号电池"),
+        "the notice's text reached the model for u7"
+    );
+    assert!(
+        !r.body["trace"]["degraded"].as_array().unwrap().is_empty(),
+        "a failing model is a recorded degradation: {}",
+        r.body["trace"]
+    );
     s.stop().await;
 }

@@ -372,6 +372,60 @@ async fn u7_never_sees_the_supplier_notice() {
     };
     assert_eq!(strip(hidden.body.clone()), strip(unknown.body.clone()));
     assert!(!hidden.text.contains("E-1"));
+
+    // Every other route that can show text or structure: neighbourhoods, the evidence
+    // subgraph of the notice's own chunks, the notice's section, the document list, and
+    // the trace of u7's ask.
+    let leaks = |r: &Reply| {
+        [NOTICE, "深圳八号", "鼓包", "E-1"]
+            .into_iter()
+            .find(|l| r.text.contains(l))
+    };
+    let hidden = s
+        .get(
+            "/v1/graph/neighbors/S-8?hops=2&now=2026-11-30",
+            Some("key-u7"),
+        )
+        .await;
+    assert!(
+        hidden.status == 404 || leaks(&hidden).is_none(),
+        "{}",
+        hidden.text
+    );
+    let z = s
+        .post("/v1/graph/evidence", Some("key-zhang"), json!({"cites": [format!("{NOTICE}@v1#0"), format!("{NOTICE}@v1#1")], "now": "2026-11-30"}))
+        .await;
+    assert!(
+        z.text.contains("E-1"),
+        "zhang sees the notice's relations: {}",
+        z.text
+    );
+    let hidden = s
+        .post("/v1/graph/evidence", Some("key-u7"), json!({"cites": [format!("{NOTICE}@v1#0"), format!("{NOTICE}@v1#1")], "now": "2026-11-30"}))
+        .await;
+    assert_eq!(hidden.status, 200, "{}", hidden.text);
+    assert_eq!(hidden.body, json!({"nodes": [], "edges": []}));
+    let hidden = s
+        .get(&format!("/v1/sections/{NOTICE}%40v1%230"), Some("key-u7"))
+        .await;
+    let unknown = s.get("/v1/sections/nothing%40v1%230", Some("key-u7")).await;
+    assert_error(&hidden, 404, "not_found");
+    assert_eq!(strip(hidden.body.clone()), strip(unknown.body.clone()));
+    let docs = s.get("/v1/documents", Some("key-u7")).await;
+    assert_eq!(docs.status, 200);
+    assert!(leaks(&docs).is_none(), "{}", docs.text);
+    let trace = s
+        .get(&format!("/v1/traces/{}", ask.request_id), Some("key-u7"))
+        .await;
+    assert_eq!(trace.status, 200, "{}", trace.text);
+    // (u7's own question names E-1; the notice's words must not appear.)
+    for leak in [NOTICE, "深圳八号", "鼓包"] {
+        assert!(
+            !trace.text.contains(leak),
+            "the trace leaks {leak}: {}",
+            trace.text
+        );
+    }
     s.stop().await;
 }
 
