@@ -22,7 +22,7 @@ use crate::routes::{self, AskBody, GraphQuery, Health, SearchBody};
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Dossier API", description = "Scoped search, ask and graph over a Dossier store. The caller is the principal bound to the API key."),
-    paths(routes::healthz, routes::readyz, routes::search, routes::ask, routes::graph_entity, routes::graph_neighbors, routes::graph_evidence, crate::traces::trace),
+    paths(routes::healthz, routes::readyz, routes::search, routes::ask, routes::graph_entity, routes::graph_neighbors, routes::graph_evidence, routes::graph_path, crate::traces::trace),
     components(schemas(
         SearchBody, AskBody, GraphQuery, Health, ErrorBody,
         SearchResult, AskResult, EntityResult, SubgraphResult, SearchDegraded,
@@ -43,7 +43,50 @@ pub fn document() -> utoipa::openapi::OpenApi {
     doc.merge(crate::admin::AdminApi::openapi());
     doc.merge(crate::review::ReviewApi::openapi());
     doc.merge(crate::chat::ChatApi::openapi());
+    query_parameters_in_query(&mut doc);
     doc
+}
+
+/// utoipa places the fields of an `IntoParams` struct without
+/// `#[into_params(parameter_in = Query)]` in the path; a parameter that the path
+/// template does not name can only be a query parameter, and it is required only when
+/// its schema does not admit null (an `Option` field is optional).
+fn query_parameters_in_query(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::Required;
+    use utoipa::openapi::path::ParameterIn;
+    use utoipa::openapi::schema::{SchemaType, Type};
+    for (path, item) in doc.paths.paths.iter_mut() {
+        let operations = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+            &mut item.head,
+            &mut item.options,
+            &mut item.trace,
+        ];
+        for op in operations.into_iter().flatten() {
+            for p in op.parameters.iter_mut().flatten() {
+                if p.parameter_in != ParameterIn::Path || path.contains(&format!("{{{}}}", p.name))
+                {
+                    continue;
+                }
+                p.parameter_in = ParameterIn::Query;
+                let nullable = match &p.schema {
+                    Some(RefOr::T(Schema::Object(o))) => match &o.schema_type {
+                        SchemaType::Array(types) => types.contains(&Type::Null),
+                        SchemaType::Type(t) => *t == Type::Null,
+                        SchemaType::AnyValue => true,
+                    },
+                    _ => false,
+                };
+                if nullable {
+                    p.required = Required::False;
+                }
+            }
+        }
+    }
 }
 
 struct ApiKeyAuth;
@@ -154,4 +197,54 @@ pub fn router() -> axum::Router<crate::AppState> {
 pub async fn openapi_json() -> Json<utoipa::openapi::OpenApi> {
     static DOC: std::sync::OnceLock<utoipa::openapi::OpenApi> = std::sync::OnceLock::new();
     Json(DOC.get_or_init(document).clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_structs_are_optional_query_parameters() {
+        let doc = serde_json::to_value(document()).unwrap();
+        let params = &doc["paths"]["/v1/graph/neighbors/{name}"]["get"]["parameters"];
+        let find = |n: &str| {
+            params
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["name"] == n)
+                .cloned()
+                .unwrap_or_else(|| panic!("{n} missing: {params}"))
+        };
+        assert_eq!(find("name")["in"], "path");
+        assert_eq!(find("name")["required"], true);
+        for q in ["hops", "now", "as_of"] {
+            assert_eq!(find(q)["in"], "query", "{q}");
+            assert_eq!(find(q)["required"], false, "{q}");
+        }
+    }
+
+    #[test]
+    fn the_route_names_refer_to_the_real_types() {
+        let doc = serde_json::to_value(document()).unwrap();
+        let schemas = &doc["components"]["schemas"];
+        for (alias, target) in [
+            ("AskResult", "AskResponse"),
+            ("EntityResult", "EntityReport"),
+            ("SubgraphResult", "SubgraphJson"),
+        ] {
+            assert_eq!(
+                schemas[alias]["allOf"][0]["$ref"],
+                format!("#/components/schemas/{target}")
+            );
+            assert!(schemas[target]["properties"].is_object(), "{target}");
+        }
+        assert_eq!(
+            schemas["SearchResult"]["allOf"][0]["$ref"],
+            "#/components/schemas/SearchResponse"
+        );
+        // `Option` with `skip_serializing_if` is not required; plain fields are.
+        let required = &schemas["SearchResponse"]["required"];
+        assert_eq!(required, &serde_json::json!(["hits", "conflicts"]));
+    }
 }

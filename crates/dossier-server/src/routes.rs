@@ -37,6 +37,7 @@ pub fn router() -> Router<AppState> {
         .route("/v1/graph/entity/{name}", get(graph_entity))
         .route("/v1/graph/neighbors/{name}", get(graph_neighbors))
         .route("/v1/graph/evidence", post(graph_evidence))
+        .route("/v1/graph/path", get(graph_path))
 }
 
 /// Results a search may ask for at most.
@@ -497,6 +498,69 @@ pub async fn graph_neighbors(
     })
     .await?;
     Ok(Json(v))
+}
+
+/// Query parameters of `GET /v1/graph/path`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct PathQuery {
+    /// Entity name, alias or id the path starts at.
+    pub from: String,
+    /// Entity name, alias or id the path ends at.
+    pub to: String,
+    /// Longest path looked for (default 4, at most 6).
+    #[serde(default)]
+    pub max_hops: Option<usize>,
+    #[serde(default)]
+    pub now: Option<NaiveDate>,
+    #[serde(default)]
+    pub as_of: Option<NaiveDate>,
+}
+
+/// A shortest chain of visible edges, or none.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PathResult {
+    /// `from → relation → to` edges in order, each with its provenance; empty when the
+    /// caller's view holds no path within `max_hops`.
+    #[schema(value_type = Vec<Object>)]
+    pub edges: Vec<dossier_engine::GraphEdge>,
+    pub found: bool,
+}
+
+#[utoipa::path(get, path = "/v1/graph/path", tag = "graph",
+    params(PathQuery),
+    security(("api_key" = [])),
+    responses(
+        (status = 200, description = "A shortest path in the caller's view (what `dossier graph path --json` prints)", body = PathResult),
+        (status = 400, description = "Bad parameters", body = ErrorBody),
+        (status = 401, description = "No or unknown API key", body = ErrorBody),
+        (status = 404, description = "An end is not an entity of the caller's view", body = ErrorBody)))]
+pub async fn graph_path(
+    State(state): State<AppState>,
+    caller: Caller,
+    q: Result<Query<PathQuery>, QueryRejection>,
+) -> Result<Json<PathResult>, ApiError> {
+    let rid = caller.request_id.clone();
+    let Query(q) = q.map_err(|e| ApiError::new(&rid, Failure::Invalid(e.body_text())))?;
+    let max_hops = q.max_hops.unwrap_or(4);
+    if !(1..=6).contains(&max_hops) {
+        return Err(ApiError::new(
+            &rid,
+            Failure::Invalid("max_hops must be between 1 and 6".into()),
+        ));
+    }
+    let engine = state.engine.clone();
+    let scope = scope_of(&caller, q.now, q.as_of);
+    let edges = blocking(&rid, move || {
+        engine
+            .graph_path(&scope, &q.from, &q.to, max_hops)
+            .map_err(Failure::from)
+    })
+    .await?;
+    Ok(Json(PathResult {
+        found: edges.is_some(),
+        edges: edges.unwrap_or_default(),
+    }))
 }
 
 /// `POST /v1/graph/evidence`: the evidence subgraph of an answer's citations.

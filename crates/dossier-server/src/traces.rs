@@ -37,10 +37,13 @@ pub struct TraceRecord {
     pub principal: String,
 }
 
+/// Traces by request id, and the ids in the order they came.
+type Kept = (HashMap<String, Arc<TraceRecord>>, VecDeque<String>);
+
 /// The most recent traces, oldest dropped first.
 pub struct TraceLog {
     capacity: usize,
-    inner: Mutex<(HashMap<String, Arc<TraceRecord>>, VecDeque<String>)>,
+    inner: Mutex<Kept>,
 }
 
 impl TraceLog {

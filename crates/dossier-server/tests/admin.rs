@@ -759,3 +759,48 @@ async fn a_configured_model_gets_only_what_the_caller_may_read() {
     );
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graph_paths_follow_only_visible_edges() {
+    let s = Server::start().await;
+    let r = s
+        .get(
+            "/v1/graph/path?from=P-204&to=E-1&now=2026-11-30",
+            "key-zhang",
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["found"], true, "{}", r.body);
+    let edges = r.body["edges"].as_array().unwrap();
+    assert!(
+        !edges.is_empty()
+            && edges
+                .iter()
+                .all(|e| !e["provenance"].as_array().unwrap().is_empty()),
+        "{}",
+        r.body
+    );
+    // For u7, E-1 (known only from the notice) is not an entity at all.
+    let hidden = s
+        .get("/v1/graph/path?from=P-204&to=E-1&now=2026-11-30", "key-u7")
+        .await;
+    let unknown = s
+        .get(
+            "/v1/graph/path?from=P-204&to=E-404&now=2026-11-30",
+            "key-u7",
+        )
+        .await;
+    assert_eq!((hidden.status, unknown.status), (404, 404));
+    assert_eq!(hidden.sans_id(), unknown.sans_id());
+    assert_eq!(
+        s.get("/v1/graph/path?from=P-204&to=E-1&max_hops=9", "key-zhang")
+            .await
+            .status,
+        400
+    );
+    assert_eq!(
+        s.get("/v1/graph/path?from=P-204", "key-zhang").await.status,
+        400
+    );
+    s.stop().await;
+}
