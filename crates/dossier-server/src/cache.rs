@@ -7,6 +7,11 @@
 //! keeps to the newest generation it has seen: a key of a newer generation empties it
 //! (nothing older can be asked for again once the catalog moved on), and an answer
 //! computed at an older one is not kept.
+//!
+//! An answer shaped by load or by a passing failure is not kept either (see
+//! [`keepable`]): a search answered by its BM25 fallback past the deadline, an ask
+//! whose wall budget ran out or whose tools timed out or failed. Served again from the
+//! cache it would outlive the moment that made it partial.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -124,9 +129,10 @@ impl Cache {
 
     /// Keeps `value` under `key`, dropping the least recently used answers beyond the
     /// capacity. An answer of an older catalog generation than the newest seen is not
-    /// kept (a commit happened while it was computed).
+    /// kept (a commit happened while it was computed), nor one that is not
+    /// [`keepable`].
     pub fn put(&self, key: CacheKey, value: Arc<Value>) {
-        if self.capacity == 0 {
+        if self.capacity == 0 || !keepable(&value) {
             return;
         }
         let mut inner = self.lock();
@@ -151,6 +157,43 @@ impl Cache {
     pub fn invalidate_all(&self) {
         self.lock().clear();
     }
+}
+
+/// Whether an answer may be kept: not when it was shaped by load or a passing failure.
+/// That is a search marked `degraded`, or an ask whose trace shows the wall budget
+/// reached, a tool call that timed out or failed, or a fallback other than a budget
+/// limit on steps or calls (those are the same on every run, so the answer is too).
+pub fn keepable(value: &Value) -> bool {
+    if value.get("degraded").is_some_and(|d| !d.is_null()) {
+        return false;
+    }
+    let Some(trace) = value.get("trace") else {
+        return true;
+    };
+    let strings = |v: Option<&Value>| -> Vec<String> {
+        v.and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let wall = strings(trace.pointer("/budget/limits_reached"))
+        .iter()
+        .any(|l| l.contains("wall time"));
+    let failed_step = trace
+        .get("steps")
+        .and_then(Value::as_array)
+        .is_some_and(|steps| {
+            steps
+                .iter()
+                .any(|s| matches!(s["status"].as_str(), Some("timeout" | "error")))
+        });
+    let fallback = strings(trace.get("degraded"))
+        .iter()
+        .any(|d| !d.starts_with("budget stopped"));
+    !(wall || failed_step || fallback)
 }
 
 #[cfg(test)]
@@ -219,6 +262,33 @@ mod tests {
         assert!(c.is_empty());
         c.put(key("u8", 2, "a"), val(3));
         assert_eq!(c.get(&key("u8", 2, "a")).unwrap()["n"], 3);
+    }
+
+    #[test]
+    fn answers_shaped_by_load_are_not_kept() {
+        let c = Cache::new(8);
+        let plain = json!({"hits": [], "trace": {"steps": [{"status": "ok"}], "degraded": [],
+            "budget": {"limits_reached": []}}});
+        assert!(keepable(&plain));
+        // A step limit is the same on every run.
+        let steps_limit = json!({"trace": {"steps": [], "degraded": ["budget stopped record: {}"],
+            "budget": {"limits_reached": ["steps (16)"]}}});
+        assert!(keepable(&steps_limit));
+        for bad in [
+            json!({"hits": [], "degraded": {"from": "graph", "to": "bm25"}}),
+            json!({"trace": {"steps": [], "degraded": ["budget stopped record: {}"],
+                "budget": {"limits_reached": ["wall time (1ms)"]}}}),
+            json!({"trace": {"steps": [{"status": "timeout"}], "degraded": [],
+                "budget": {"limits_reached": []}}}),
+            json!({"trace": {"steps": [], "degraded": ["wall time ran out: answering from what was found"],
+                "budget": {"limits_reached": []}}}),
+        ] {
+            assert!(!keepable(&bad), "{bad}");
+            c.put(key("u7", 1, &bad.to_string()), Arc::new(bad.clone()));
+        }
+        assert!(c.is_empty());
+        c.put(key("u7", 1, "plain"), Arc::new(plain));
+        assert_eq!(c.len(), 1);
     }
 
     #[test]

@@ -152,10 +152,18 @@ pub struct ChatOptions {
     pub mode: Option<String>,
 }
 
-const ROLES: [&str; 6] = ["system", "developer", "user", "assistant", "tool", "function"];
+const ROLES: [&str; 6] = [
+    "system",
+    "developer",
+    "user",
+    "assistant",
+    "tool",
+    "function",
+];
 
 impl MessageContent {
-    /// The text parts joined by newlines, or `None` when a text part has no text.
+    /// The text parts joined by newlines (other kinds of part are skipped); an error
+    /// when a text part has no text.
     fn text(&self) -> Result<String, String> {
         match self {
             MessageContent::Text(t) => Ok(t.clone()),
@@ -165,7 +173,11 @@ impl MessageContent {
                     if p.kind == "text" {
                         match &p.text {
                             Some(t) => out.push(t.as_str()),
-                            None => return Err(format!("content part {i} is of type text but has no text")),
+                            None => {
+                                return Err(format!(
+                                    "content part {i} is of type text but has no text"
+                                ));
+                            }
                         }
                     }
                 }
@@ -200,9 +212,13 @@ fn check(req: &ChatCompletionRequest) -> Result<Checked, Failure> {
             )));
         }
         let text = match &m.content {
-            Some(c) => c.text().map_err(|e| Failure::Invalid(format!("messages[{i}]: {e}")))?,
+            Some(c) => c
+                .text()
+                .map_err(|e| Failure::Invalid(format!("messages[{i}]: {e}")))?,
             None if m.role == "user" => {
-                return Err(Failure::Invalid(format!("messages[{i}]: a user message needs content")));
+                return Err(Failure::Invalid(format!(
+                    "messages[{i}]: a user message needs content"
+                )));
             }
             None => String::new(),
         };
@@ -225,7 +241,8 @@ fn check(req: &ChatCompletionRequest) -> Result<Checked, Failure> {
             let m: Mode = m.parse().map_err(Failure::from)?;
             if m != Mode::Global {
                 return Err(Failure::Invalid(
-                    "dossier.mode takes only `global` (other questions pick their own tools)".into(),
+                    "dossier.mode takes only `global` (other questions pick their own tools)"
+                        .into(),
                 ));
             }
             Some(m)
@@ -397,8 +414,15 @@ pub fn estimate_tokens(text: &str) -> u64 {
 
 /// The answer text followed by its sources, one line per citation.
 fn content_of(ask: &Value) -> String {
-    let mut out = ask["answer"].as_str().unwrap_or_default().trim_end().to_string();
-    let citations = ask["citations"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let mut out = ask["answer"]
+        .as_str()
+        .unwrap_or_default()
+        .trim_end()
+        .to_string();
+    let citations = ask["citations"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
     if !citations.is_empty() {
         out.push_str("\n\nSources:");
         for c in citations {
@@ -469,7 +493,11 @@ pub async fn chat_completions(
     let checked = check(&req).map_err(|f| ApiError::new(&rid, f))?;
     let today = chrono::Local::now().date_naive();
     // The principal is the key's; run_ask sets it again from the caller.
-    let mut ask = AskRequest::new(&caller.principal, &checked.question, checked.now.unwrap_or(today));
+    let mut ask = AskRequest::new(
+        &caller.principal,
+        &checked.question,
+        checked.now.unwrap_or(today),
+    );
     ask.as_of = checked.as_of;
     ask.mode = checked.mode;
     let (answer, cached) = run_ask(&state, &caller, ask, ROUTE).await?;
@@ -608,7 +636,10 @@ pub async fn list_models(_caller: Caller) -> Json<ModelList> {
         (status = 200, description = "The model", body = ModelCard),
         (status = 401, description = "No or unknown API key", body = ErrorBody),
         (status = 404, description = "No such model", body = ErrorBody)))]
-pub async fn get_model(caller: Caller, Path(model): Path<String>) -> Result<Json<ModelCard>, ApiError> {
+pub async fn get_model(
+    caller: Caller,
+    Path(model): Path<String>,
+) -> Result<Json<ModelCard>, ApiError> {
     if model == MODEL_ID {
         Ok(Json(model_card()))
     } else {
@@ -659,7 +690,10 @@ mod tests {
             serde_json::json!({"messages": [{"role": "user", "content": "x"}], "dossier": {"principal": "zhang"}}),
             serde_json::json!({"messages": "hello"}),
         ] {
-            assert!(serde_json::from_value::<ChatCompletionRequest>(bad.clone()).is_err(), "{bad}");
+            assert!(
+                serde_json::from_value::<ChatCompletionRequest>(bad.clone()).is_err(),
+                "{bad}"
+            );
         }
     }
 
@@ -676,7 +710,10 @@ mod tests {
             content_of(&ask),
             "Within 7 days [1].\n\nSources:\n[1] policy-returns@v2 § Returns > Headphones\n[2] faq@2026-01"
         );
-        assert_eq!(content_of(&serde_json::json!({"answer": "No.", "citations": []})), "No.");
+        assert_eq!(
+            content_of(&serde_json::json!({"answer": "No.", "citations": []})),
+            "No."
+        );
     }
 
     #[test]

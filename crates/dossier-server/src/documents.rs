@@ -70,6 +70,7 @@ pub fn router() -> Router<AppState> {
 /// The business date reads are judged at.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct DateQuery {
     /// The business date (default: the server's today); sets each version's status.
     #[serde(default)]
@@ -114,7 +115,7 @@ fn date_query(
     params(DateQuery),
     security(("api_key" = [])),
     responses(
-        (status = 200, description = "Every document version the caller may read, with its status on the date", body = Vec<Object>),
+        (status = 200, description = "Every document version the caller may read, with its status on the date", body = Vec<dossier_engine::DocumentInfo>),
         (status = 401, description = "No or unknown API key", body = ErrorBody)))]
 pub async fn list_documents(
     State(state): State<AppState>,
@@ -138,7 +139,7 @@ pub async fn list_documents(
     params(("doc_id" = String, Path, description = "Document id"), DateQuery),
     security(("api_key" = [])),
     responses(
-        (status = 200, description = "The versions of the document the caller may read", body = Vec<Object>),
+        (status = 200, description = "The versions of the document the caller may read", body = Vec<dossier_engine::DocumentInfo>),
         (status = 401, description = "No or unknown API key", body = ErrorBody),
         (status = 404, description = "No such document for the caller (unknown and unreadable read the same)", body = ErrorBody)))]
 pub async fn document_versions(
@@ -168,7 +169,7 @@ pub async fn document_versions(
     params(("chunk_id" = String, Path, description = "A cited chunk id, `DOC@VERSION#N` (URL-encoded)"), DateQuery),
     security(("api_key" = [])),
     responses(
-        (status = 200, description = "The section of that exact version, every chunk of it in order", body = Object),
+        (status = 200, description = "The section of that exact version, every chunk of it in order", body = dossier_engine::SectionView),
         (status = 401, description = "No or unknown API key", body = ErrorBody),
         (status = 404, description = "No such section for the caller (unknown and unreadable read the same)", body = ErrorBody)))]
 pub async fn section(
@@ -332,7 +333,7 @@ fn dossier_ingest_options(tenant: &str) -> dossier_ingest::IngestOptions {
     request_body = UploadBody,
     security(("api_key" = [])),
     responses(
-        (status = 200, description = "The ingest report (as `dossier ingest --json`); `problems` lists what was skipped, with file:line", body = Object),
+        (status = 200, description = "The ingest report (as `dossier ingest --json`); `problems` lists what was skipped, with file:line", body = dossier_engine::IngestReport),
         (status = 400, description = "Bad body or names, or nothing could be ingested", body = ErrorBody),
         (status = 401, description = "No or unknown API key", body = ErrorBody),
         (status = 403, description = "The key has no admin scope", body = ErrorBody),
@@ -352,7 +353,7 @@ pub async fn upload(
     request_body = UploadBody,
     security(("api_key" = [])),
     responses(
-        (status = 200, description = "The ingest report; the file's front matter gives the version, its dates and any `supersedes`", body = Object),
+        (status = 200, description = "The ingest report; the file's front matter gives the version, its dates and any `supersedes`", body = dossier_engine::IngestReport),
         (status = 400, description = "A file is not a version of this document", body = ErrorBody),
         (status = 401, description = "No or unknown API key", body = ErrorBody),
         (status = 403, description = "The key has no admin scope", body = ErrorBody)))]

@@ -52,7 +52,7 @@ pub use error::{ApiError, ErrorBody, Failure};
 pub use jobs::{JobInfo, Jobs};
 pub use limits::{LimitConfig, Limits};
 pub use metrics::Metrics;
-pub use openapi::ApiDoc;
+pub use openapi::{document, ApiDoc};
 pub use request_id::RequestId;
 pub use routes::{AskBody, GraphQuery, Health, SearchBody};
 pub use traces::{TraceLog, TraceRecord};

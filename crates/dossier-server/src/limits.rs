@@ -117,8 +117,8 @@ impl Limits {
         self.check_rate_at(tenant, Instant::now())
     }
 
-    /// [`Limits::check_rate`] at a given instant (instants must not go backwards by
-    /// more than the caller accepts: an earlier instant refills nothing).
+    /// [`Limits::check_rate`] at a given instant (an instant earlier than the bucket's
+    /// last one refills nothing).
     fn check_rate_at(&self, tenant: &str, now: Instant) -> Result<(), Failure> {
         let rate = self.config.rate_per_sec;
         let burst = f64::from(self.config.burst.max(1));
@@ -147,8 +147,7 @@ impl Limits {
     /// `Failure::Busy` when all its slots are taken.
     pub fn expensive(&self, tenant: &str) -> Result<ExpensivePermit, Failure> {
         let mut running = lock(&self.running);
-        let n = running.entry(tenant.to_string()).or_insert(0);
-        if *n >= self.config.expensive_concurrency {
+        if running.get(tenant).copied().unwrap_or(0) >= self.config.expensive_concurrency {
             drop(running);
             self.rejected_busy.fetch_add(1, Ordering::Relaxed);
             let hold = self.hold_ms.load(Ordering::Relaxed);
@@ -157,7 +156,8 @@ impl Limits {
                 retry_after_secs: hold.div_ceil(1000).clamp(1, 60),
             });
         }
-        *n += 1;
+        *running.entry(tenant.to_string()).or_insert(0) += 1;
+        drop(running);
         Ok(ExpensivePermit {
             running: self.running.clone(),
             tenant: tenant.to_string(),

@@ -35,12 +35,12 @@ use std::fmt::Write as _;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
-use axum::Router;
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::{HeaderValue, header};
+use axum::http::{header, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::Router;
 use dossier_agent::AskResponse;
 
 use crate::AppState;

@@ -52,9 +52,9 @@ pub fn document() -> utoipa::openapi::OpenApi {
 /// template does not name can only be a query parameter, and it is required only when
 /// its schema does not admit null (an `Option` field is optional).
 fn query_parameters_in_query(doc: &mut utoipa::openapi::OpenApi) {
-    use utoipa::openapi::Required;
     use utoipa::openapi::path::ParameterIn;
     use utoipa::openapi::schema::{SchemaType, Type};
+    use utoipa::openapi::Required;
     for (path, item) in doc.paths.paths.iter_mut() {
         let operations = [
             &mut item.get,

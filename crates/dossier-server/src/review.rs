@@ -39,6 +39,7 @@ pub fn router() -> Router<AppState> {
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ReviewQuery {
     /// `open` (default) or `all` (decided ones too).
     #[serde(default)]
@@ -68,7 +69,7 @@ fn visible_evidence(engine: &dossier_engine::Engine, caller: &Caller, item: &mut
     params(ReviewQuery),
     security(("api_key" = [])),
     responses(
-        (status = 200, description = "The tenant's candidates, each with its supporting text", body = Vec<Object>),
+        (status = 200, description = "The tenant's candidates, each with its supporting text", body = Vec<dossier_engine::review::ReviewItem>),
         (status = 400, description = "Bad status", body = ErrorBody),
         (status = 401, description = "No or unknown API key", body = ErrorBody),
         (status = 403, description = "The key has no admin scope", body = ErrorBody)))]
@@ -127,7 +128,7 @@ async fn find(state: &AppState, caller: &Caller, id: String) -> Result<ReviewIte
     params(("id" = String, Path, description = "Candidate id")),
     security(("api_key" = [])),
     responses(
-        (status = 200, description = "The candidate with its supporting text and any decision", body = Object),
+        (status = 200, description = "The candidate with its supporting text and any decision", body = dossier_engine::review::ReviewItem),
         (status = 401, description = "No or unknown API key", body = ErrorBody),
         (status = 403, description = "The key has no admin scope", body = ErrorBody),
         (status = 404, description = "No such candidate in the key's tenant", body = ErrorBody)))]
@@ -173,7 +174,7 @@ async fn decide(
     request_body = DecisionBody,
     security(("api_key" = [])),
     responses(
-        (status = 200, description = "The recorded decision (reviewer = the key's principal)", body = Object),
+        (status = 200, description = "The recorded decision (reviewer = the key's principal)", body = dossier_core::review::Decision),
         (status = 401, description = "No or unknown API key", body = ErrorBody),
         (status = 403, description = "The key has no admin scope", body = ErrorBody),
         (status = 404, description = "No such candidate in the key's tenant", body = ErrorBody)))]
@@ -191,7 +192,7 @@ pub async fn approve(
     request_body = DecisionBody,
     security(("api_key" = [])),
     responses(
-        (status = 200, description = "The recorded decision (reviewer = the key's principal)", body = Object),
+        (status = 200, description = "The recorded decision (reviewer = the key's principal)", body = dossier_core::review::Decision),
         (status = 401, description = "No or unknown API key", body = ErrorBody),
         (status = 403, description = "The key has no admin scope", body = ErrorBody),
         (status = 404, description = "No such candidate in the key's tenant", body = ErrorBody)))]

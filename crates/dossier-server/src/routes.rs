@@ -81,6 +81,7 @@ pub struct AskBody {
 /// Query parameters of the graph routes.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct GraphQuery {
     /// The business date (default: the server's today).
     #[serde(default)]
@@ -455,6 +456,7 @@ pub async fn graph_entity(
 /// Query parameters of `GET /v1/graph/neighbors/{name}`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct NeighborsQuery {
     /// Edges away from the entity (default 1, at most 3).
     #[serde(default)]
@@ -503,6 +505,7 @@ pub async fn graph_neighbors(
 /// Query parameters of `GET /v1/graph/path`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct PathQuery {
     /// Entity name, alias or id the path starts at.
     pub from: String,
@@ -522,7 +525,6 @@ pub struct PathQuery {
 pub struct PathResult {
     /// `from → relation → to` edges in order, each with its provenance; empty when the
     /// caller's view holds no path within `max_hops`.
-    #[schema(value_type = Vec<Object>)]
     pub edges: Vec<dossier_engine::GraphEdge>,
     pub found: bool,
 }

@@ -30,7 +30,7 @@ pub struct TraceRecord {
     /// When the request finished (RFC 3339).
     pub finished_at: String,
     /// The agent's trace, exactly as in the ask response.
-    #[schema(value_type = Object)]
+    #[schema(value_type = dossier_agent::Trace)]
     pub trace: Value,
     #[serde(skip)]
     #[schema(ignore)]

@@ -12,7 +12,6 @@
 
 use std::sync::OnceLock;
 
-use axum::Router;
 use axum::extract::Path;
 use axum::http::header::{
     CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, ETAG, IF_NONE_MATCH, REFERRER_POLICY,
@@ -21,11 +20,12 @@ use axum::http::header::{
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::Router;
 use sha2::{Digest, Sha256};
 
-use crate::AppState;
 use crate::error::{ApiError, Failure};
 use crate::request_id::RequestId;
+use crate::AppState;
 
 /// What the UI's pages may load and do.
 pub const CONTENT_SECURITY_POLICY_VALUE: &str = "default-src 'none'; script-src 'self'; \

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use dossier_core::Scope;
 use dossier_engine::Engine;
-use dossier_server::{AppState, KeyStore, hash_key};
-use serde_json::{Value, json};
+use dossier_server::{hash_key, AppState, KeyStore};
+use serde_json::{json, Value};
 use tempfile::TempDir;
 
 const NOTICE: &str = "supplier-notice-S-8";
@@ -155,7 +155,7 @@ impl Drop for Server {
 // ------------------------------------------------------------------ browser
 
 /// The W3C WebDriver key of an element reference.
-const ELEMENT: &str = "element-6066-11e4-a52e-4a4e9e8b6c9a";
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
 fn on_path(names: &[&str]) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
@@ -200,6 +200,16 @@ impl Browser {
                 on_path(&["chromedriver"]).is_some(),
             );
         };
+        // This test's screenshots of an earlier run would mislead.
+        for entry in std::fs::read_dir(artifacts()).unwrap().flatten() {
+            if entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with(&format!("{name}-"))
+            {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
         let port = free_port();
         let child = Command::new(&driver)
             .arg(format!("--port={port}"))
@@ -248,6 +258,7 @@ impl Browser {
         }
         let caps = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
+            "goog:loggingPrefs": {"browser": "ALL"},
             "goog:chromeOptions": {
                 "binary": chromium.to_string_lossy(),
                 "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
@@ -341,12 +352,34 @@ impl Browser {
                 self.screenshot("timeout");
                 let body = self.js("return document.body.innerText;", json!([]));
                 panic!(
-                    "timed out after {WAIT:?} waiting for {what}; page text:\n{}",
-                    body.as_str().unwrap_or_default()
+                    "timed out after {WAIT:?} waiting for {what}; page text:\n{}\nbrowser console:\n{}",
+                    body.as_str().unwrap_or_default(),
+                    self.console()
                 );
             }
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+
+    /// What the page wrote to the console (errors included), for failure messages.
+    fn console(&self) -> String {
+        let log = self.try_call(
+            reqwest::Method::POST,
+            "/se/log",
+            Some(json!({"type": "browser"})),
+        );
+        log.and_then(|v| v.as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {}",
+                    e["level"].as_str().unwrap_or(""),
+                    e["message"].as_str().unwrap_or("")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// Waits until an element matching `css` is displayed and returns it.
@@ -565,11 +598,10 @@ fn an_answer_shows_its_marks_and_a_mark_opens_the_cited_section_of_that_version(
     let badges = b.texts("#timeline li.step .step-status");
     assert_eq!(badges.len(), actions.len());
     assert!(badges.iter().all(|s| s == "ok"), "{badges:?}");
-    assert!(
-        b.text("#trace-summary")
-            .unwrap()
-            .contains(&format!("{} steps", actions.len()))
-    );
+    assert!(b
+        .text("#trace-summary")
+        .unwrap()
+        .contains(&format!("{} steps", actions.len())));
     b.scroll_to("#timeline-panel");
     b.screenshot("timeline");
 }
@@ -606,7 +638,7 @@ fn the_evidence_graph_is_drawn_and_a_customer_never_sees_the_supplier_notice() {
             "{r} not among {relations:?}"
         );
     }
-    assert_eq!(b.texts("#graph g.edge .edge-label"), relations);
+    assert_eq!(b.texts("#graph .edge-labels .edge-label"), relations);
     // Drawn: every node lies inside the drawing.
     let inside = b.js(
         "const s = document.querySelector('#graph').getBoundingClientRect();
@@ -702,7 +734,7 @@ fn approving_a_supersession_in_the_review_queue_changes_the_next_answer() {
     let subjects = b.texts("#review-list li.review-item .subject");
     let id = ids[subjects.iter().position(|s| s == wanted).unwrap()].clone();
     b.click(&format!(
-        "#review-list li.review-item[data-id='{id}'] .review-open"
+        "#review-list li.review-item[data-id='{id}'] .open-candidate"
     ));
     b.wait_until("the candidate's evidence", |b| {
         (b.is_shown("#review-detail")

@@ -13,6 +13,7 @@
 
   const I18N = {
     en: {
+      colon: ': ',
       tab_ask: 'Ask',
       tab_review: 'Review queue',
       sign_out: 'Sign out',
@@ -95,6 +96,7 @@
       verdict_rejected: 'Rejected',
     },
     zh: {
+      colon: '：',
       tab_ask: '提问',
       tab_review: '审核队列',
       sign_out: '退出',
@@ -620,17 +622,17 @@
             }),
           ),
           el('div', { className: 'step-args', text: compactArgs(s.args) }),
-          sub ? el('div', { className: 'muted small', text: t('sub_question') + ': ' + (sub.rewritten || sub.text) }) : null,
-          el('div', { className: 'small' }, t('evidence') + ': ', evidenceList),
-          s.audit ? el('div', { className: 'muted small', text: t('audit') + ': ' + s.audit }) : null,
+          sub ? el('div', { className: 'muted small', text: t('sub_question') + t('colon') + (sub.rewritten || sub.text) }) : null,
+          el('div', { className: 'small' }, t('evidence') + t('colon'), evidenceList),
+          s.audit ? el('div', { className: 'muted small', text: t('audit') + t('colon') + s.audit }) : null,
         ),
       );
     });
     for (const d of trace.degraded || []) {
-      list.append(el('li', { className: 'step note', text: t('degraded') + ': ' + d }));
+      list.append(el('li', { className: 'step note', text: t('degraded') + t('colon') + d }));
     }
     for (const v of trace.verifier || []) {
-      list.append(el('li', { className: 'step note', text: t('verifier') + ': ' + v }));
+      list.append(el('li', { className: 'step note', text: t('verifier') + t('colon') + v }));
     }
     const rejected = trace.rejected_proposals || [];
     const rl = $('rejected');
@@ -794,6 +796,9 @@
             y = 0.01;
             d = Math.hypot(x, y);
           }
+          // Repulsion reaches a few ideal lengths only, so that separate pieces of
+          // the graph are not pushed to the corners.
+          if (d > 3 * k) continue;
           const f = (k * k) / d;
           dx[i] += (x / d) * f;
           dy[i] += (y / d) * f;
@@ -813,8 +818,8 @@
         dy[e.b] += (y / d) * f;
       }
       for (let i = 0; i < n; i++) {
-        dx[i] += (cx - nodes[i].x) * 0.05;
-        dy[i] += (cy - nodes[i].y) * 0.05;
+        dx[i] += (cx - nodes[i].x) * 0.1;
+        dy[i] += (cy - nodes[i].y) * 0.1;
         const d = Math.max(Math.hypot(dx[i], dy[i]), 0.01);
         nodes[i].x += (dx[i] / d) * Math.min(d, temp);
         nodes[i].y += (dy[i] / d) * Math.min(d, temp);
@@ -860,6 +865,8 @@
     const R = 16;
     const pairCount = new Map();
     const edgeLayer = svg('g', { class: 'edges' });
+    // Relation names are drawn last, over the nodes, so that none is hidden.
+    const labelLayer = svg('g', { class: 'edge-labels' });
     for (const e of edges) {
       const a = nodes[e.a];
       const b = nodes[e.b];
@@ -880,9 +887,10 @@
           'marker-end': 'url(#arrow)',
         }),
       );
-      group.append(
+      labelLayer.append(
         svg('text', {
           class: 'edge-label',
+          'data-relation': e.relation,
           x: (a.x + b.x) / 2,
           y: (a.y + b.y) / 2 - 4 + nth * 14,
           'text-anchor': 'middle',
@@ -906,6 +914,7 @@
       );
     }
     root.append(nodeLayer);
+    root.append(labelLayer);
   }
 
   // ---------------------------------------------------------------- review queue
@@ -955,7 +964,7 @@
           badge(word('review_', item.status), 'review-' + item.status),
           el('span', { className: 'muted small', text: ' ' + item.tenant + ' · ' + item.id }),
           el('div', { className: 'muted small', text: item.reason || '' }),
-          el('button', { type: 'button', className: 'review-open', text: t('open'), onclick: () => openReview(item.id) }),
+          el('button', { type: 'button', className: 'open-candidate', text: t('open'), onclick: () => openReview(item.id) }),
         ),
       );
     }

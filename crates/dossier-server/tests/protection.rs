@@ -1,0 +1,692 @@
+//! Protection under load against a real server on a loopback port, over the shared
+//! scenario corpus (shop + acme) ingested with the hash embedder: per-tenant rate
+//! limits, per-tenant concurrency of expensive work, the answer cache, deadlines and
+//! `/metrics`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use dossier_engine::{Engine, SearchRequest, SearchResponse};
+use dossier_server::{hash_key, AppState, KeyStore, LimitConfig, ServerConfig};
+use serde_json::{json, Value};
+use tempfile::TempDir;
+
+const NOTICE: &str = "supplier-notice-S-8";
+const NOTICE_QUERY: &str = "供应商 S-8 电池鼓包事件 E-1 影响哪些产品";
+const E1_QUESTION: &str = "哪些产品受到供应商事件 E-1 影响？";
+const MULTI_HOP: &str = "上周支付网关超时事故影响了哪些高价值客户？这些客户是否也命中过风控异常？负责人和修复动作是什么？";
+
+/// (key, principal) pairs every test server starts with.
+const KEYS: [(&str, &str); 5] = [
+    ("key-u7", "u7"),
+    ("key-u8", "u8"),
+    ("key-zhang", "zhang"),
+    ("key-oncall", "oncall"),
+    ("key-acme", "acme-admin"),
+];
+
+fn scenarios() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/scenarios")
+}
+
+/// A new store in its own directory with shop and acme ingested.
+fn fresh_engine() -> (TempDir, Arc<Engine>) {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::with_embedder(
+        &dir.path().join("store"),
+        "hash:64",
+        Box::new(dossier_embed::HashEmbedder::new(64)),
+    )
+    .unwrap();
+    let report = engine
+        .ingest(
+            &[scenarios().join("shop"), scenarios().join("acme")],
+            &mut (),
+        )
+        .unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    (dir, Arc::new(engine))
+}
+
+/// One engine for the tests that do not commit (the store is single-process).
+fn shared_engine() -> Arc<Engine> {
+    static ENGINE: OnceLock<(TempDir, Arc<Engine>)> = OnceLock::new();
+    ENGINE.get_or_init(fresh_engine).1.clone()
+}
+
+fn write_keys(path: &Path) {
+    let mut text = String::new();
+    for (key, principal) in KEYS {
+        text.push_str(&format!(
+            "- {{key_sha256: {}, principal: {principal}, admin: false}}\n",
+            hash_key(key)
+        ));
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+struct Server {
+    base: String,
+    state: AppState,
+    client: reqwest::Client,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    handle: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+    _dir: TempDir,
+}
+
+struct Reply {
+    status: u16,
+    headers: reqwest::header::HeaderMap,
+    body: Value,
+    text: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    fn cache(&self) -> &str {
+        self.header("x-dossier-cache").unwrap_or("")
+    }
+}
+
+impl Server {
+    async fn start(engine: Arc<Engine>, config: ServerConfig) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let keys_path = dir.path().join("keys.yaml");
+        write_keys(&keys_path);
+        let keys = KeyStore::load(&keys_path).unwrap();
+        let state = AppState::with_config(engine, Arc::new(keys), config);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let handle = tokio::spawn(dossier_server::serve_on(
+            listener,
+            state.clone(),
+            async move {
+                let _ = rx.await;
+            },
+        ));
+        Server {
+            base,
+            state,
+            client: reqwest::Client::new(),
+            stop: Some(tx),
+            handle: Some(handle),
+            _dir: dir,
+        }
+    }
+
+    async fn send(&self, req: reqwest::RequestBuilder, key: Option<&str>) -> Reply {
+        let req = match key {
+            Some(k) => req.bearer_auth(k),
+            None => req,
+        };
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let text = resp.text().await.unwrap();
+        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+        Reply {
+            status,
+            headers,
+            body,
+            text,
+        }
+    }
+
+    async fn post(&self, path: &str, key: &str, body: Value) -> Reply {
+        let req = self.client.post(format!("{}{path}", self.base)).json(&body);
+        self.send(req, Some(key)).await
+    }
+
+    async fn get(&self, path: &str, key: Option<&str>) -> Reply {
+        let req = self.client.get(format!("{}{path}", self.base));
+        self.send(req, key).await
+    }
+
+    async fn search(&self, key: &str, query: &str, mode: &str) -> Reply {
+        self.post("/v1/search", key, search_body(query, mode)).await
+    }
+
+    async fn ask(&self, key: &str, question: &str) -> Reply {
+        self.post(
+            "/v1/ask",
+            key,
+            json!({"question": question, "now": "2026-11-30"}),
+        )
+        .await
+    }
+
+    async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(h) = self.handle.take() {
+            h.await.unwrap().unwrap();
+        }
+    }
+}
+
+fn search_body(query: &str, mode: &str) -> Value {
+    json!({"query": query, "mode": mode, "k": 10, "now": "2026-11-30"})
+}
+
+fn config(limits: LimitConfig) -> ServerConfig {
+    ServerConfig {
+        limits,
+        ..ServerConfig::default()
+    }
+}
+
+/// A 429 with `Retry-After` (whole seconds, at least 1) and the error body's code.
+fn assert_429(r: &Reply, code: &str) -> u64 {
+    assert_eq!(r.status, 429, "{}", r.text);
+    assert_eq!(r.body["code"], code, "{}", r.text);
+    assert_eq!(r.body["type"], "rate_limit_error", "{}", r.text);
+    let secs: u64 = r
+        .header("retry-after")
+        .expect("a 429 carries Retry-After")
+        .parse()
+        .expect("Retry-After in whole seconds");
+    assert!(secs >= 1);
+    secs
+}
+
+fn doc_ids(body: &Value) -> Vec<String> {
+    body["hits"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no hits in {body}"))
+        .iter()
+        .map(|h| h["doc_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+async fn engine_search(
+    engine: Arc<Engine>,
+    principal: &str,
+    query: &str,
+    mode: &str,
+) -> SearchResponse {
+    let req = SearchRequest {
+        principal: principal.into(),
+        query: query.into(),
+        mode: mode.parse().unwrap(),
+        k: 10,
+        now: "2026-11-30".parse().unwrap(),
+        as_of: None,
+    };
+    tokio::task::spawn_blocking(move || engine.search(&req).unwrap())
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_over_its_rate_gets_429_and_other_tenants_do_not() {
+    // Two requests at once, then one token every 1000 s.
+    let s = Server::start(
+        shared_engine(),
+        config(LimitConfig {
+            rate_per_sec: 0.001,
+            burst: 2,
+            ..LimitConfig::default()
+        }),
+    )
+    .await;
+    for _ in 0..2 {
+        let r = s.search("key-u7", "耳机退货", "bm25").await;
+        assert_eq!(r.status, 200, "{}", r.text);
+    }
+    let limited = s.search("key-u7", "耳机退货", "bm25").await;
+    let secs = assert_429(&limited, "rate_limited");
+    // Honest: the time until one token is back (1000 s less what has passed).
+    assert!((900..=1000).contains(&secs), "Retry-After {secs}");
+    assert!(limited.body["request_id"].is_string(), "{}", limited.text);
+    // The bucket is the tenant's: another shop principal is limited too, and every
+    // authenticated route counts.
+    assert_429(
+        &s.search("key-u8", "耳机退货", "bm25").await,
+        "rate_limited",
+    );
+    assert_429(&s.ask("key-zhang", E1_QUESTION).await, "rate_limited");
+    // Another tenant is not affected.
+    for _ in 0..2 {
+        let r = s.search("key-acme", "payment-gateway", "bm25").await;
+        assert_eq!(r.status, 200, "{}", r.text);
+    }
+    // Unauthenticated routes are not limited.
+    assert_eq!(s.get("/healthz", None).await.status, 200);
+    assert_eq!(s.state.limits.rejections().rate, 3);
+    let m = metrics(&s).await;
+    assert_eq!(m[r#"dossier_rate_limited_total{reason="rate"}"#], 3.0);
+    assert_eq!(
+        m[r#"dossier_rate_limited_total{reason="concurrency"}"#],
+        0.0
+    );
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expensive_work_beyond_the_tenants_slots_gets_429_until_one_is_free() {
+    let s = Server::start(
+        shared_engine(),
+        config(LimitConfig {
+            expensive_concurrency: 1,
+            ..LimitConfig::default()
+        }),
+    )
+    .await;
+    // Something else of shop holds its only slot.
+    let held = s.state.limits.expensive("shop").unwrap();
+    assert_eq!(s.state.limits.running("shop"), 1);
+
+    let graph = s.search("key-u7", "耳机退货", "graph").await;
+    assert_429(&graph, "too_many_concurrent");
+    assert_429(
+        &s.ask("key-zhang", E1_QUESTION).await,
+        "too_many_concurrent",
+    );
+    // Cheap work is not limited by the slots.
+    let bm25 = s.search("key-u7", "耳机退货", "bm25").await;
+    assert_eq!(bm25.status, 200, "{}", bm25.text);
+    // Another tenant has its own slots.
+    let acme = s.search("key-acme", "payment-gateway", "graph").await;
+    assert_eq!(acme.status, 200, "{}", acme.text);
+    assert_eq!(s.state.limits.running("acme"), 0, "acme's slot was freed");
+
+    drop(held);
+    assert_eq!(s.state.limits.running("shop"), 0);
+    let graph = s.search("key-u7", "耳机退货", "graph").await;
+    assert_eq!(graph.status, 200, "{}", graph.text);
+    let ask = s.ask("key-zhang", E1_QUESTION).await;
+    assert_eq!(ask.status, 200, "{}", ask.text);
+    // The permits of the finished requests went back.
+    assert_eq!(s.state.limits.running_total(), 0);
+    assert_eq!(s.state.limits.rejections().concurrency, 2);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cache_answers_repeats_per_scope_and_forgets_after_a_commit() {
+    // This test commits: its own store.
+    let (_dir, engine) = fresh_engine();
+    let s = Server::start(engine.clone(), ServerConfig::default()).await;
+
+    let first = s.search("key-zhang", NOTICE_QUERY, "hybrid").await;
+    assert_eq!(first.status, 200, "{}", first.text);
+    assert_eq!(first.cache(), "miss");
+    assert!(doc_ids(&first.body).contains(&NOTICE.to_string()));
+    let again = s.search("key-zhang", NOTICE_QUERY, "hybrid").await;
+    assert_eq!(again.cache(), "hit");
+    assert_eq!(again.body, first.body);
+    // Another mode is another request.
+    assert_eq!(
+        s.search("key-zhang", NOTICE_QUERY, "bm25").await.cache(),
+        "miss"
+    );
+
+    // The same query by another principal: its own answer, not zhang's.
+    let u7 = s.search("key-u7", NOTICE_QUERY, "hybrid").await;
+    assert_eq!(u7.status, 200, "{}", u7.text);
+    assert_eq!(u7.cache(), "miss");
+    assert!(!u7.text.contains(NOTICE), "{}", u7.text);
+    let got: SearchResponse = serde_json::from_value(u7.body.clone()).unwrap();
+    assert_eq!(
+        got,
+        engine_search(engine.clone(), "u7", NOTICE_QUERY, "hybrid").await
+    );
+    // Same tenant and groups, another principal: still its own entry.
+    let u8 = s.search("key-u8", NOTICE_QUERY, "hybrid").await;
+    assert_eq!(u8.cache(), "miss");
+    assert_eq!(
+        s.search("key-u7", NOTICE_QUERY, "hybrid").await.cache(),
+        "hit"
+    );
+
+    // Asks are cached the same way.
+    let ask = s.ask("key-zhang", E1_QUESTION).await;
+    assert_eq!(ask.status, 200, "{}", ask.text);
+    assert_eq!(ask.cache(), "miss");
+    assert!(ask.text.contains(NOTICE), "{}", ask.text);
+    let ask_again = s.ask("key-zhang", E1_QUESTION).await;
+    assert_eq!(ask_again.cache(), "hit");
+    assert_eq!(ask_again.body, ask.body);
+
+    // A commit through the engine (not through the server): the catalog generation
+    // moves on, so the next answers are computed afresh and show the change.
+    let e = engine.clone();
+    let deleted = tokio::task::spawn_blocking(move || e.delete(NOTICE, None).unwrap())
+        .await
+        .unwrap();
+    assert!(!deleted.is_empty());
+    let after = s.search("key-zhang", NOTICE_QUERY, "hybrid").await;
+    assert_eq!(after.status, 200, "{}", after.text);
+    assert_eq!(after.cache(), "miss");
+    assert!(
+        !doc_ids(&after.body).contains(&NOTICE.to_string()),
+        "{}",
+        after.text
+    );
+    let got: SearchResponse = serde_json::from_value(after.body.clone()).unwrap();
+    assert_eq!(
+        got,
+        engine_search(engine.clone(), "zhang", NOTICE_QUERY, "hybrid").await
+    );
+    let ask_after = s.ask("key-zhang", E1_QUESTION).await;
+    assert_eq!(ask_after.cache(), "miss");
+    assert!(!ask_after.text.contains(NOTICE), "{}", ask_after.text);
+    // Older answers were dropped, not just bypassed.
+    assert!(s.state.cache.len() <= 2, "{} entries", s.state.cache.len());
+    assert_eq!(
+        s.search("key-zhang", NOTICE_QUERY, "hybrid").await.cache(),
+        "hit"
+    );
+
+    // invalidate_all (what the server's own commits call) empties it.
+    s.state.cache.invalidate_all();
+    assert_eq!(
+        s.search("key-zhang", NOTICE_QUERY, "hybrid").await.cache(),
+        "miss"
+    );
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cache_of_zero_entries_never_hits() {
+    let s = Server::start(
+        shared_engine(),
+        ServerConfig {
+            cache_entries: 0,
+            ..ServerConfig::default()
+        },
+    )
+    .await;
+    for _ in 0..2 {
+        let r = s.search("key-u7", "耳机退货", "hybrid").await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!(r.cache(), "miss");
+    }
+    assert!(s.state.cache.is_empty());
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_past_its_deadline_says_so() {
+    // Its own store, so the tenant graph is cold: graph mode cannot finish in 1 ms.
+    let (_dir, engine) = fresh_engine();
+    let s = Server::start(
+        engine,
+        config(LimitConfig {
+            search_deadline: Duration::from_millis(1),
+            ..LimitConfig::default()
+        }),
+    )
+    .await;
+    let r = s.search("key-zhang", NOTICE_QUERY, "graph").await;
+    match r.status {
+        // BM25 answered within the deadline: the answer says what it is.
+        200 => {
+            let d = &r.body["degraded"];
+            assert_eq!(d["from"], "graph", "{}", r.text);
+            assert_eq!(d["to"], "bm25", "{}", r.text);
+            assert!(d["reason"].as_str().unwrap().contains("1 ms"), "{}", r.text);
+            assert!(!doc_ids(&r.body).is_empty(), "{}", r.text);
+            let m = metrics(&s).await;
+            assert_eq!(m[r#"dossier_http_degraded_total{route="/v1/search"}"#], 1.0);
+        }
+        // Not even BM25 made it.
+        504 => assert_eq!(r.body["code"], "deadline_exceeded", "{}", r.text),
+        other => panic!("unexpected {other}: {}", r.text),
+    }
+    // A degraded answer is never kept: the repeat is computed again.
+    let again = s.search("key-zhang", NOTICE_QUERY, "graph").await;
+    assert_ne!(again.cache(), "hit", "{}", again.text);
+    // BM25 itself has no fallback: within the deadline or 504, never mislabelled.
+    let bm25 = s.search("key-zhang", NOTICE_QUERY, "bm25").await;
+    match bm25.status {
+        200 => assert!(bm25.body.get("degraded").is_none(), "{}", bm25.text),
+        504 => assert_eq!(bm25.body["code"], "deadline_exceeded"),
+        other => panic!("unexpected {other}: {}", bm25.text),
+    }
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ask_past_its_deadline_answers_honestly_and_is_not_cached() {
+    let s = Server::start(
+        shared_engine(),
+        config(LimitConfig {
+            ask_deadline: Duration::from_millis(1),
+            ..LimitConfig::default()
+        }),
+    )
+    .await;
+    let r = s.ask("key-oncall", MULTI_HOP).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let trace = &r.body["trace"];
+    // The deadline became the agent's wall budget.
+    assert_eq!(
+        trace["budget"]["limits"]["max_wall"],
+        json!({"secs": 0, "nanos": 1_000_000}),
+        "{}",
+        r.text
+    );
+    // A multi-hop question cannot be worked through in 1 ms: the trace says the time
+    // ran out, and the answer does not claim more than it has.
+    let said = |field: &Value| {
+        field
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v.as_str().unwrap().contains("wall time"))
+    };
+    assert!(
+        said(&trace["budget"]["limits_reached"]) || said(&trace["degraded"]),
+        "{}",
+        r.text
+    );
+    assert!(
+        !trace["degraded"].as_array().unwrap().is_empty(),
+        "{}",
+        r.text
+    );
+    let status = r.body["status"].as_str().unwrap();
+    if status == "answered" {
+        assert!(
+            !r.body["citations"].as_array().unwrap().is_empty(),
+            "{}",
+            r.text
+        );
+    } else {
+        assert!(
+            ["partial", "insufficient_evidence"].contains(&status),
+            "{}",
+            r.text
+        );
+    }
+    // An answer cut short by the deadline is not served again from the cache.
+    let again = s.ask("key-oncall", MULTI_HOP).await;
+    assert_eq!(again.status, 200, "{}", again.text);
+    assert_eq!(again.cache(), "miss");
+    let m = metrics(&s).await;
+    assert_eq!(m["dossier_agent_degraded_total"], 2.0);
+    s.stop().await;
+}
+
+/// `GET /metrics` (no key), checked line by line: every sample is `name{labels} value`
+/// of a family declared by `# TYPE` before it. Returns series → value.
+async fn metrics(s: &Server) -> BTreeMap<String, f64> {
+    let r = s.get("/metrics", None).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert!(
+        r.header("content-type")
+            .unwrap()
+            .starts_with("text/plain; version=0.0.4"),
+        "{:?}",
+        r.header("content-type")
+    );
+    parse_exposition(&r.text)
+}
+
+fn parse_exposition(text: &str) -> BTreeMap<String, f64> {
+    let mut typed: BTreeMap<String, String> = BTreeMap::new();
+    let mut samples = BTreeMap::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').expect("# TYPE name kind");
+            assert!(["counter", "gauge", "histogram"].contains(&kind), "{line}");
+            assert!(
+                typed.insert(name.into(), kind.into()).is_none(),
+                "declared twice: {line}"
+            );
+            continue;
+        }
+        if line.starts_with("# HELP ") {
+            continue;
+        }
+        assert!(
+            !line.is_empty() && !line.starts_with('#'),
+            "stray line {line:?}"
+        );
+        let (series, value) = line.rsplit_once(' ').expect("name{labels} value");
+        let value: f64 = value
+            .parse()
+            .unwrap_or_else(|_| panic!("not a number: {line}"));
+        let (name, labels) = match series.split_once('{') {
+            Some((n, l)) => {
+                let l = l
+                    .strip_suffix('}')
+                    .unwrap_or_else(|| panic!("labels: {line}"));
+                (n, l)
+            }
+            None => (series, ""),
+        };
+        assert!(
+            !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
+            "bad name: {line}"
+        );
+        // label="value" pairs, separated by commas (values here hold no quotes).
+        if !labels.is_empty() {
+            for pair in labels.split("\",") {
+                let (k, v) = pair
+                    .split_once("=\"")
+                    .unwrap_or_else(|| panic!("label: {line}"));
+                assert!(
+                    k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+                    "label name: {line}"
+                );
+                assert!(!v.contains('"') || v.ends_with('"'), "label value: {line}");
+            }
+            assert!(labels.ends_with('"'), "labels: {line}");
+        }
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|suffix| {
+                name.strip_suffix(suffix)
+                    .filter(|f| typed.get(*f).is_some_and(|k| k == "histogram"))
+            })
+            .unwrap_or(name);
+        assert!(typed.contains_key(family), "no # TYPE before: {line}");
+        assert!(
+            samples.insert(series.to_string(), value).is_none(),
+            "series twice: {line}"
+        );
+    }
+    samples
+}
+
+fn sum_of(m: &BTreeMap<String, f64>, prefix: &str) -> f64 {
+    m.iter()
+        .filter(|(k, _)| k.starts_with(prefix))
+        .map(|(_, v)| v)
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_requests_asks_and_the_cache_without_a_key() {
+    let s = Server::start(shared_engine(), ServerConfig::default()).await;
+    for _ in 0..3 {
+        let r = s.search("key-u7", "耳机退货", "hybrid").await;
+        assert_eq!(r.status, 200, "{}", r.text);
+    }
+    let ask = s.ask("key-zhang", E1_QUESTION).await;
+    assert_eq!(ask.status, 200, "{}", ask.text);
+    assert_eq!(s.ask("key-zhang", E1_QUESTION).await.cache(), "hit");
+    assert_eq!(s.get("/v1/nothing-here", None).await.status, 404);
+    assert_eq!(s.get("/v1/graph/entity/S-8", None).await.status, 401);
+
+    let m = metrics(&s).await;
+    let search_200 =
+        r#"dossier_http_requests_total{route="/v1/search",method="POST",status="200"}"#;
+    assert_eq!(m[search_200], 3.0);
+    assert_eq!(
+        m[r#"dossier_http_request_duration_seconds_count{route="/v1/search"}"#],
+        3.0
+    );
+    assert_eq!(
+        m[r#"dossier_http_request_duration_seconds_bucket{route="/v1/search",le="+Inf"}"#],
+        3.0
+    );
+    assert!(m[r#"dossier_http_request_duration_seconds_sum{route="/v1/search"}"#] > 0.0);
+    assert_eq!(
+        m[r#"dossier_http_requests_total{route="/v1/ask",method="POST",status="200"}"#],
+        2.0
+    );
+    assert_eq!(
+        m[r#"dossier_http_requests_total{route="unmatched",method="GET",status="404"}"#],
+        1.0
+    );
+    // The route template, not the path asked for.
+    assert_eq!(
+        m[r#"dossier_http_requests_total{route="/v1/graph/entity/{name}",method="GET",status="401"}"#],
+        1.0
+    );
+    assert_eq!(m[r#"dossier_cache_hits_total{route="/v1/search"}"#], 2.0);
+    assert_eq!(m[r#"dossier_cache_misses_total{route="/v1/search"}"#], 1.0);
+    assert_eq!(m[r#"dossier_cache_hits_total{route="/v1/ask"}"#], 1.0);
+    assert_eq!(m[r#"dossier_cache_misses_total{route="/v1/ask"}"#], 1.0);
+    assert_eq!(m["dossier_cache_entries"], 2.0);
+    // One ask ran (the hit did not run the agent again); its tool calls, by tool and
+    // status, are the steps of its trace.
+    let status = ask.body["status"].as_str().unwrap();
+    assert_eq!(
+        m[&format!(r#"dossier_agent_asks_total{{status="{status}"}}"#)],
+        1.0
+    );
+    assert_eq!(sum_of(&m, "dossier_agent_asks_total"), 1.0);
+    let steps = ask.body["trace"]["steps"].as_array().unwrap();
+    assert!(!steps.is_empty());
+    assert_eq!(
+        sum_of(&m, "dossier_agent_tool_calls_total"),
+        steps.len() as f64
+    );
+    for step in steps {
+        let series = format!(
+            r#"dossier_agent_tool_calls_total{{tool="{}",status="{}"}}"#,
+            step["action"].as_str().unwrap(),
+            step["status"].as_str().unwrap()
+        );
+        assert!(m.contains_key(&series), "{series} missing");
+    }
+    let degraded = !ask.body["trace"]["degraded"].as_array().unwrap().is_empty();
+    assert_eq!(
+        m["dossier_agent_degraded_total"],
+        f64::from(u8::from(degraded))
+    );
+    assert_eq!(m["dossier_agent_citations_dropped_total"], 0.0);
+    assert_eq!(m["dossier_expensive_running"], 0.0);
+    assert_eq!(m["dossier_jobs_running"], 0.0);
+
+    // Nothing about who asked or what: no principal, tenant, query or document text.
+    let text = s.get("/metrics", None).await.text;
+    for secret in ["u7", "zhang", "shop", "耳机", "E-1", NOTICE] {
+        assert!(!text.contains(secret), "{secret} in /metrics");
+    }
+    s.stop().await;
+}
