@@ -57,7 +57,7 @@ pub struct ServeArgs {
 }
 
 pub fn run(engine: Engine, args: &ServeArgs) -> Result<ExitCode> {
-    if !(args.rate > 0.0) || args.burst == 0 || args.concurrency == 0 {
+    if args.rate.is_nan() || args.rate <= 0.0 || args.burst == 0 || args.concurrency == 0 {
         anyhow::bail!("--rate, --burst and --concurrency must be above zero");
     }
     let keys = KeyStore::load(&args.keys)?;
