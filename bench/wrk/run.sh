@@ -9,6 +9,8 @@
 #   CONNECTIONS ["16 64"] connection counts of the throughput runs
 #   MEMORY_SECS [600]     length of the memory run (0 skips it)
 #   MEMORY_CONNECTIONS [16]
+#   MEMORY_CACHE_ENTRIES [1024]  answer cache of the memory run (0: no cache)
+#   THROUGHPUT [1]        0 skips the throughput runs (memory run only)
 #   BIN [target/release/dossier]  the binary (copy it elsewhere if the tree may rebuild)
 #   PORT [18480]          loopback port of the server
 #   OUT [bench/wrk/out/<UTC time>]  where raw outputs and summary.md go
@@ -120,6 +122,9 @@ warm_up() {
     wait_idle
 }
 
+THROUGHPUT="${THROUGHPUT:-1}"
+MEMORY_CACHE_ENTRIES="${MEMORY_CACHE_ENTRIES:-1024}"
+if [[ "$THROUGHPUT" != 0 ]]; then
 start_server cache-off --cache-entries 0
 warm_up search.lua
 warm_up ask.lua
@@ -131,11 +136,12 @@ start_server cache-on --cache-entries 1024
 warm_up search.lua
 for c in $CONNECTIONS; do run_wrk "search-cache-on-c$c" "$c" "$DURATION" search.lua; done
 stop_server
+fi
 
 # 5. Memory: a fresh server (default cache of 1024 answers), mixed search + ask with
 # far more distinct requests than cache entries; RSS sampled every 10 s.
 if [[ "$MEMORY_SECS" -gt 0 ]]; then
-    start_server memory --cache-entries 1024
+    start_server memory --cache-entries "$MEMORY_CACHE_ENTRIES"
     (
         while kill -0 "$SERVER_PID" 2>/dev/null; do
             echo "$(date +%s) $(awk '/VmRSS/{print $2}' "/proc/$SERVER_PID/status")"
