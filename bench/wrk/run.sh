@@ -10,6 +10,8 @@
 #   MEMORY_SECS [600]     length of the memory run (0 skips it)
 #   MEMORY_CONNECTIONS [16]
 #   MEMORY_CACHE_ENTRIES [1024]  answer cache of the memory run (0: no cache)
+#   MEMORY_WARMUP_SECS [0]  mixed load before the memory run starts (not recorded), so
+#                         that the bounded caches are full before the first sample
 #   THROUGHPUT [1]        0 skips the throughput runs (memory run only)
 #   BIN [target/release/dossier]  the binary (copy it elsewhere if the tree may rebuild)
 #   PORT [18480]          loopback port of the server
@@ -142,6 +144,11 @@ fi
 # far more distinct requests than cache entries; RSS sampled every 10 s.
 if [[ "$MEMORY_SECS" -gt 0 ]]; then
     start_server memory --cache-entries "$MEMORY_CACHE_ENTRIES"
+    if [[ "${MEMORY_WARMUP_SECS:-0}" -gt 0 ]]; then
+        wrk -t2 -c"$MEMORY_CONNECTIONS" -d"${MEMORY_WARMUP_SECS}s" --timeout 30s -s "$HERE/post.lua" "$URL" -- "$WORK/mixed.lua" > "$OUT/warmup.wrk.txt" 2>&1
+        wait_idle
+        echo "warm-up: ${MEMORY_WARMUP_SECS}s of mixed load; RSS $(awk '/VmRSS/{print $2}' "/proc/$SERVER_PID/status") kB" | tee -a "$OUT/env.txt"
+    fi
     (
         while kill -0 "$SERVER_PID" 2>/dev/null; do
             echo "$(date +%s) $(awk '/VmRSS/{print $2}' "/proc/$SERVER_PID/status")"

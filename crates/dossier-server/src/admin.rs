@@ -108,10 +108,7 @@ pub async fn put_principal(
 ) -> Result<Json<PrincipalOut>, ApiError> {
     let rid = caller.request_id.clone();
     let b = body(&rid, b)?;
-    caller.require_admin()?;
-    if state.is_stopping() {
-        return Err(ApiError::new(&rid, Failure::ShuttingDown));
-    }
+    state.begin_write(&caller)?;
     let valid = |s: &str| {
         !s.trim().is_empty()
             && s.len() <= 128
@@ -200,14 +197,7 @@ pub async fn start_reindex_job(
     caller: Caller,
 ) -> Result<(StatusCode, Json<JobInfo>), ApiError> {
     let rid = caller.request_id.clone();
-    caller.require_admin()?;
-    if state.is_stopping() {
-        return Err(ApiError::new(&rid, Failure::ShuttingDown));
-    }
-    let permit = state
-        .limits
-        .expensive(&caller.tenant)
-        .map_err(|f| ApiError::new(&rid, f))?;
+    let permit = state.begin_expensive_write(&caller)?;
     let job = state.jobs.start(&caller.tenant, "reindex", &rid.0);
     let info = state
         .jobs

@@ -256,14 +256,7 @@ async fn ingest_upload(
     expect_doc: Option<String>,
 ) -> Result<IngestReport, ApiError> {
     let rid = caller.request_id.clone();
-    caller.require_admin()?;
-    if state.is_stopping() {
-        return Err(ApiError::new(&rid, Failure::ShuttingDown));
-    }
-    let permit = state
-        .limits
-        .expensive(&caller.tenant)
-        .map_err(|f| ApiError::new(&rid, f))?;
+    let permit = state.begin_expensive_write(&caller)?;
     let dir = state.uploads_dir().join(&caller.tenant).join(&rid.0);
     let engine = state.engine.clone();
     let tenant = caller.tenant.clone();
@@ -375,10 +368,7 @@ async fn delete_spec(
     spec: String,
 ) -> Result<Json<DeleteResult>, ApiError> {
     let rid = caller.request_id.clone();
-    caller.require_admin()?;
-    if state.is_stopping() {
-        return Err(ApiError::new(&rid, Failure::ShuttingDown));
-    }
+    state.begin_write(&caller)?;
     let engine = state.engine.clone();
     let tenant = caller.tenant.clone();
     let removed = blocking(&rid, move || {
@@ -446,14 +436,7 @@ pub async fn start_ingest_job(
 ) -> Result<(StatusCode, Json<JobInfo>), ApiError> {
     let rid = caller.request_id.clone();
     let b = body(&rid, b)?;
-    caller.require_admin()?;
-    if state.is_stopping() {
-        return Err(ApiError::new(&rid, Failure::ShuttingDown));
-    }
-    let permit = state
-        .limits
-        .expensive(&caller.tenant)
-        .map_err(|f| ApiError::new(&rid, f))?;
+    let permit = state.begin_expensive_write(&caller)?;
     let dir = state.uploads_dir().join(&caller.tenant).join(&rid.0);
     // Files are written before answering, so a bad name is the request's error.
     let files = b.files;

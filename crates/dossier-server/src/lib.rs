@@ -134,6 +134,28 @@ impl AppState {
         self.stopping.load(Ordering::SeqCst)
     }
 
+    /// The checks every write makes before it starts: an admin key, and a server that
+    /// is not shutting down.
+    pub(crate) fn begin_write(&self, caller: &Caller) -> Result<(), ApiError> {
+        caller.require_admin()?;
+        if self.is_stopping() {
+            return Err(ApiError::new(&caller.request_id, Failure::ShuttingDown));
+        }
+        Ok(())
+    }
+
+    /// [`AppState::begin_write`] for expensive writes (uploads, jobs), which also take
+    /// one of the tenant's slots for as long as the returned permit lives.
+    pub(crate) fn begin_expensive_write(
+        &self,
+        caller: &Caller,
+    ) -> Result<limits::ExpensivePermit, ApiError> {
+        self.begin_write(caller)?;
+        self.limits
+            .expensive(&caller.tenant)
+            .map_err(|f| ApiError::new(&caller.request_id, f))
+    }
+
     /// Where uploaded files go.
     pub fn uploads_dir(&self) -> PathBuf {
         self.config

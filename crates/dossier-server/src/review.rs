@@ -150,10 +150,7 @@ async fn decide(
 ) -> Result<Json<Decision>, ApiError> {
     let rid = caller.request_id.clone();
     let b = body(&rid, b)?;
-    caller.require_admin()?;
-    if state.is_stopping() {
-        return Err(ApiError::new(&rid, Failure::ShuttingDown));
-    }
+    state.begin_write(&caller)?;
     // The candidate must be the key's tenant's (and exist) before anything is written.
     find(&state, &caller, id.clone()).await?;
     let engine = state.engine.clone();
