@@ -256,7 +256,7 @@ async fn ingest_upload(
     expect_doc: Option<String>,
 ) -> Result<IngestReport, ApiError> {
     let rid = caller.request_id.clone();
-    let permit = state.begin_expensive_write(&caller)?;
+    let permit = state.begin_expensive_write(caller)?;
     let dir = state.uploads_dir().join(&caller.tenant).join(&rid.0);
     let engine = state.engine.clone();
     let tenant = caller.tenant.clone();
@@ -368,7 +368,7 @@ async fn delete_spec(
     spec: String,
 ) -> Result<Json<DeleteResult>, ApiError> {
     let rid = caller.request_id.clone();
-    state.begin_write(&caller)?;
+    state.begin_write(caller)?;
     let engine = state.engine.clone();
     let tenant = caller.tenant.clone();
     let removed = blocking(&rid, move || {

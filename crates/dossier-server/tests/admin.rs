@@ -2,17 +2,18 @@
 //! (upload, new version, sections, delete), principals, jobs, the review queue,
 //! traces, and shutdown. Every test that writes has its own store.
 
-use std::path::{Path, PathBuf};
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dossier_engine::Engine;
-use dossier_server::{hash_key, AppState, KeyStore};
+use common::{fresh_engine, Key, Server};
+use dossier_server::ServerConfig;
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
 /// (key, principal, admin)
-const KEYS: [(&str, &str, bool); 5] = [
+const KEYS: [Key; 5] = [
     ("key-u7", "u7", false),
     ("key-u8", "u8", false),
     ("key-zhang", "zhang", true),
@@ -21,130 +22,15 @@ const KEYS: [(&str, &str, bool); 5] = [
 ];
 const NOTICE: &str = "supplier-notice-S-8";
 
-fn scenarios() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/scenarios")
+/// Every test here writes: a fresh store (kept while the returned directory lives) and
+/// a server on it.
+async fn start() -> (TempDir, Server) {
+    let (store, engine) = fresh_engine();
+    (store, Server::start(engine, &KEYS).await)
 }
 
-struct Server {
-    base: String,
-    client: reqwest::Client,
-    state: AppState,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    handle: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
-    _dir: TempDir,
-}
-
-struct Reply {
-    status: u16,
-    request_id: String,
-    body: Value,
-}
-
-impl Reply {
-    /// The body without its request id: what two answers must share to read the same.
-    fn sans_id(&self) -> Value {
-        let mut b = self.body.clone();
-        if let Some(o) = b.as_object_mut() {
-            o.remove("request_id");
-        }
-        b
-    }
-}
-
+/// What only this file's tests ask of the server.
 impl Server {
-    /// A fresh store with the scenario corpus (hash embedder) and a server on it.
-    async fn start() -> Server {
-        let dir = tempfile::tempdir().unwrap();
-        let engine = Engine::with_embedder(
-            &dir.path().join("store"),
-            "hash:64",
-            Box::new(dossier_embed::HashEmbedder::new(64)),
-        )
-        .unwrap();
-        let report = engine
-            .ingest(
-                &[scenarios().join("shop"), scenarios().join("acme")],
-                &mut (),
-            )
-            .unwrap();
-        assert!(report.problems.is_empty(), "{:?}", report.problems);
-        let keys_path = dir.path().join("keys.yaml");
-        let mut text = String::new();
-        for (key, principal, admin) in KEYS {
-            text.push_str(&format!(
-                "- {{key_sha256: {}, principal: {principal}, admin: {admin}}}\n",
-                hash_key(key)
-            ));
-        }
-        std::fs::write(&keys_path, text).unwrap();
-        let state = AppState::new(
-            Arc::new(engine),
-            Arc::new(KeyStore::load(&keys_path).unwrap()),
-        );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let handle = tokio::spawn(dossier_server::serve_on(
-            listener,
-            state.clone(),
-            async move {
-                let _ = rx.await;
-            },
-        ));
-        Server {
-            base,
-            client: reqwest::Client::new(),
-            state,
-            stop: Some(tx),
-            handle: Some(handle),
-            _dir: dir,
-        }
-    }
-
-    async fn send(&self, req: reqwest::RequestBuilder, key: &str) -> Reply {
-        let resp = req.bearer_auth(key).send().await.unwrap();
-        let status = resp.status().as_u16();
-        let request_id = resp
-            .headers()
-            .get("x-request-id")
-            .unwrap()
-            .to_str()
-            .unwrap()
-            .to_string();
-        let text = resp.text().await.unwrap();
-        Reply {
-            status,
-            request_id,
-            body: serde_json::from_str(&text).unwrap_or(Value::Null),
-        }
-    }
-
-    async fn get(&self, path: &str, key: &str) -> Reply {
-        self.send(self.client.get(format!("{}{path}", self.base)), key)
-            .await
-    }
-
-    async fn post(&self, path: &str, key: &str, body: Value) -> Reply {
-        self.send(
-            self.client.post(format!("{}{path}", self.base)).json(&body),
-            key,
-        )
-        .await
-    }
-
-    async fn put(&self, path: &str, key: &str, body: Value) -> Reply {
-        self.send(
-            self.client.put(format!("{}{path}", self.base)).json(&body),
-            key,
-        )
-        .await
-    }
-
-    async fn delete(&self, path: &str, key: &str) -> Reply {
-        self.send(self.client.delete(format!("{}{path}", self.base)), key)
-            .await
-    }
-
     async fn search_docs(&self, key: &str, query: &str) -> (Vec<String>, Value) {
         let r = self
             .post(
@@ -168,11 +54,6 @@ impl Server {
             .collect();
         (docs, r.body)
     }
-
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        self.handle.take().unwrap().await.unwrap().unwrap();
-    }
 }
 
 fn doc(id: &str, version: &str, extra: &str, body: &str) -> String {
@@ -188,7 +69,7 @@ fn upload(files: &[(&str, String)]) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn documents_upload_new_version_sections_and_delete() {
-    let s = Server::start().await;
+    let (_store, s) = start().await;
     let v1 = doc(
         "returns-faq",
         "1.0",
@@ -395,7 +276,7 @@ async fn documents_upload_new_version_sections_and_delete() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn principals_stay_within_the_admins_tenant() {
-    let s = Server::start().await;
+    let (_store, s) = start().await;
     assert_eq!(s.get("/v1/principals", "key-u7").await.status, 403);
     let r = s
         .put(
@@ -476,7 +357,7 @@ async fn wait_job(s: &Server, key: &str, id: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_run_after_the_answer_and_report_progress() {
-    let s = Server::start().await;
+    let (_store, s) = start().await;
     let files: Vec<(String, String)> = (0..40)
         .map(|i| {
             (
@@ -540,7 +421,7 @@ const AUTH: &str = "API 认证方式 双向 TLS OAuth";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_review_queue_over_http() {
-    let s = Server::start().await;
+    let (_store, s) = start().await;
     assert_eq!(s.get("/v1/review", "key-u7").await.status, 403);
     let r = s.get("/v1/review", "key-zhang").await;
     assert_eq!(r.status, 200, "{}", r.body);
@@ -630,7 +511,7 @@ async fn the_review_queue_over_http() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn traces_are_read_back_by_their_request_id_only_by_the_asker() {
-    let s = Server::start().await;
+    let (_store, s) = start().await;
     let r = s
         .post(
             "/v1/ask",
@@ -659,7 +540,7 @@ async fn traces_are_read_back_by_their_request_id_only_by_the_asker() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_refuses_new_writes_and_waits_for_running_jobs() {
-    let s = Server::start().await;
+    let (_store, s) = start().await;
     let files: Vec<(String, String)> = (0..300)
         .map(|i| {
             (
@@ -697,7 +578,7 @@ async fn shutdown_refuses_new_writes_and_waits_for_running_jobs() {
     assert_eq!(landed, 300);
 
     // Once stopping, writes are refused with 503 and a Retry-After.
-    let s = Server::start().await;
+    let (_store, s) = start().await;
     s.state
         .stopping
         .store(true, std::sync::atomic::Ordering::SeqCst);
@@ -723,22 +604,8 @@ async fn a_configured_model_gets_only_what_the_caller_may_read() {
     // A model that fails every call: the agent must degrade honestly, and every request
     // it made is recorded, so we can see what text reached the model.
     let model = Arc::new(dossier_llm::ScriptedChat::new([]).named("scripted"));
-    let mut s = Server::start().await;
-    // Rebuild the server with the model (same store).
-    let _ = s.stop.take().unwrap().send(());
-    s.handle.take().unwrap().await.unwrap().unwrap();
-    let state = s.state.clone().with_model(model.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    s.base = format!("http://{}", listener.local_addr().unwrap());
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    s.handle = Some(tokio::spawn(dossier_server::serve_on(
-        listener,
-        state,
-        async move {
-            let _ = rx.await;
-        },
-    )));
-    s.stop = Some(tx);
+    let (_store, engine) = fresh_engine();
+    let s = Server::start_with(engine, &KEYS, ServerConfig::default(), Some(model.clone())).await;
 
     let r = s
         .post("/v1/ask", "key-u7", json!({"question": "供应商 S-8 的电池问题影响哪些批次？E-1 事件怎么处理？", "now": "2026-11-30"}))
@@ -762,7 +629,7 @@ async fn a_configured_model_gets_only_what_the_caller_may_read() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graph_paths_follow_only_visible_edges() {
-    let s = Server::start().await;
+    let (_store, s) = start().await;
     let r = s
         .get(
             "/v1/graph/path?from=P-204&to=E-1&now=2026-11-30",

@@ -1,14 +1,14 @@
 //! The HTTP API against a real server on a loopback port, over the shared scenario
 //! corpus (shop + acme) ingested with the hash embedder.
 
-use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+mod common;
 
-use dossier_engine::{Engine, SearchRequest, SearchResponse};
-use dossier_server::{hash_key, AppState, KeyStore};
+use std::collections::BTreeSet;
+
+use common::{scenarios, shared_engine, write_keys, Key, Reply, Server};
+use dossier_engine::{SearchRequest, SearchResponse};
+use dossier_server::hash_key;
 use serde_json::{json, Value};
-use tempfile::TempDir;
 
 const MODES: [&str; 7] = [
     "bm25", "vector", "hybrid", "local", "graph", "global", "drift",
@@ -16,43 +16,14 @@ const MODES: [&str; 7] = [
 const NOTICE: &str = "supplier-notice-S-8";
 const E1_QUESTION: &str = "哪些产品受到供应商事件 E-1 影响？";
 
-/// (key, principal) pairs every test server starts with.
-const KEYS: [(&str, &str); 5] = [
-    ("key-u7", "u7"),
-    ("key-u8", "u8"),
-    ("key-zhang", "zhang"),
-    ("key-acme", "acme-admin"),
-    ("key-ghost", "ghost"),
+/// (key, principal, admin) of every test server.
+const KEYS: [Key; 5] = [
+    ("key-u7", "u7", false),
+    ("key-u8", "u8", false),
+    ("key-zhang", "zhang", false),
+    ("key-acme", "acme-admin", false),
+    ("key-ghost", "ghost", false),
 ];
-
-fn scenarios() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/scenarios")
-}
-
-/// One engine for the whole test binary (the store is single-process).
-fn engine() -> Arc<Engine> {
-    static ENGINE: OnceLock<(TempDir, Arc<Engine>)> = OnceLock::new();
-    ENGINE
-        .get_or_init(|| {
-            let dir = tempfile::tempdir().unwrap();
-            let engine = Engine::with_embedder(
-                &dir.path().join("store"),
-                "hash:64",
-                Box::new(dossier_embed::HashEmbedder::new(64)),
-            )
-            .unwrap();
-            let report = engine
-                .ingest(
-                    &[scenarios().join("shop"), scenarios().join("acme")],
-                    &mut (),
-                )
-                .unwrap();
-            assert!(report.problems.is_empty(), "{:?}", report.problems);
-            (dir, Arc::new(engine))
-        })
-        .1
-        .clone()
-}
 
 /// Document ids of the shop tenant, read from the front matter of its files.
 fn shop_doc_ids() -> BTreeSet<String> {
@@ -65,103 +36,6 @@ fn shop_doc_ids() -> BTreeSet<String> {
     }
     assert!(ids.contains(NOTICE));
     ids
-}
-
-fn write_keys(path: &Path, keys: &[(&str, &str)]) {
-    let mut text = String::new();
-    for (key, principal) in keys {
-        text.push_str(&format!(
-            "- {{key_sha256: {}, principal: {principal}, admin: false}}\n",
-            hash_key(key)
-        ));
-    }
-    // Written beside and renamed over, as a rotation would.
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(&tmp, path).unwrap();
-}
-
-struct Server {
-    base: String,
-    keys_path: PathBuf,
-    client: reqwest::Client,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    handle: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
-    _dir: TempDir,
-}
-
-struct Reply {
-    status: u16,
-    request_id: String,
-    body: Value,
-    text: String,
-}
-
-impl Server {
-    async fn start() -> Server {
-        let dir = tempfile::tempdir().unwrap();
-        let keys_path = dir.path().join("keys.yaml");
-        write_keys(&keys_path, &KEYS);
-        let keys = KeyStore::load(&keys_path).unwrap();
-        let state = AppState::new(engine(), Arc::new(keys));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let handle = tokio::spawn(dossier_server::serve_on(listener, state, async move {
-            let _ = rx.await;
-        }));
-        Server {
-            base,
-            keys_path,
-            client: reqwest::Client::new(),
-            stop: Some(tx),
-            handle: Some(handle),
-            _dir: dir,
-        }
-    }
-
-    async fn send(&self, req: reqwest::RequestBuilder, key: Option<&str>) -> Reply {
-        let req = match key {
-            Some(k) => req.bearer_auth(k),
-            None => req,
-        };
-        let resp = req.send().await.unwrap();
-        let status = resp.status().as_u16();
-        let request_id = resp
-            .headers()
-            .get("x-request-id")
-            .expect("every response carries x-request-id")
-            .to_str()
-            .unwrap()
-            .to_string();
-        let text = resp.text().await.unwrap();
-        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-        Reply {
-            status,
-            request_id,
-            body,
-            text,
-        }
-    }
-
-    async fn post(&self, path: &str, key: Option<&str>, body: Value) -> Reply {
-        let req = self.client.post(format!("{}{path}", self.base)).json(&body);
-        self.send(req, key).await
-    }
-
-    async fn get(&self, path: &str, key: Option<&str>) -> Reply {
-        let req = self.client.get(format!("{}{path}", self.base));
-        self.send(req, key).await
-    }
-
-    async fn stop(mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        if let Some(h) = self.handle.take() {
-            h.await.unwrap().unwrap();
-        }
-    }
 }
 
 /// An error body: the four fields, and the request id of the header.
@@ -179,7 +53,7 @@ fn search_body(query: &str, mode: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_is_required_and_identity_comes_only_from_it() {
-    let s = Server::start().await;
+    let s = Server::start(shared_engine(), &KEYS).await;
     let body = search_body("耳机退货", "hybrid");
 
     let none = s.post("/v1/search", None, body.clone()).await;
@@ -200,7 +74,11 @@ async fn a_key_is_required_and_identity_comes_only_from_it() {
     assert_error(&basic, 401, "unauthorized");
     // The key's hash, presented as the key, is not the key.
     let hashed = s
-        .post("/v1/search", Some(&hash_key("key-u7")), body.clone())
+        .post(
+            "/v1/search",
+            Some(hash_key("key-u7").as_str()),
+            body.clone(),
+        )
         .await;
     assert_error(&hashed, 401, "unauthorized");
     assert_error(
@@ -266,7 +144,7 @@ async fn a_key_is_required_and_identity_comes_only_from_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_and_request_ids() {
-    let s = Server::start().await;
+    let s = Server::start(shared_engine(), &KEYS).await;
     let a = s.get("/healthz", None).await;
     let b = s.get("/healthz", None).await;
     assert_eq!(a.status, 200);
@@ -281,7 +159,7 @@ async fn health_and_request_ids() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn search_is_the_engines_answer_for_the_keys_principal() {
-    let s = Server::start().await;
+    let s = Server::start(shared_engine(), &KEYS).await;
     let r = s
         .post(
             "/v1/search",
@@ -291,7 +169,7 @@ async fn search_is_the_engines_answer_for_the_keys_principal() {
         .await;
     assert_eq!(r.status, 200, "{}", r.text);
     let got: SearchResponse = serde_json::from_value(r.body).unwrap();
-    let engine = engine();
+    let engine = shared_engine();
     let want = tokio::task::spawn_blocking(move || {
         engine
             .search(&SearchRequest {
@@ -313,7 +191,7 @@ async fn search_is_the_engines_answer_for_the_keys_principal() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn u7_never_sees_the_supplier_notice() {
-    let s = Server::start().await;
+    let s = Server::start(shared_engine(), &KEYS).await;
     let query = "供应商 S-8 电池鼓包事件 E-1 影响哪些产品";
     // The notice is there: zhang (supply-chain) finds it.
     let z = s
@@ -431,7 +309,7 @@ async fn u7_never_sees_the_supplier_notice() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acme_admin_never_gets_a_shop_document() {
-    let s = Server::start().await;
+    let s = Server::start(shared_engine(), &KEYS).await;
     let shop = shop_doc_ids();
     let control = s
         .post(
@@ -495,7 +373,7 @@ async fn acme_admin_never_gets_a_shop_document() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn not_yours_and_does_not_exist_answer_alike() {
-    let s = Server::start().await;
+    let s = Server::start(shared_engine(), &KEYS).await;
     let ask = |order: &str| json!({"question": format!("订单 {order} 的耳机已拆封，签收 10 天后有杂音，能退吗？"), "now": "2026-09-20"});
     let a = s.post("/v1/ask", Some("key-u8"), ask("A123")).await;
     let z = s.post("/v1/ask", Some("key-u8"), ask("Z999")).await;
@@ -518,7 +396,7 @@ async fn not_yours_and_does_not_exist_answer_alike() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_rotate_without_a_restart() {
-    let s = Server::start().await;
+    let s = Server::start(shared_engine(), &KEYS).await;
     let body = search_body("耳机退货", "bm25");
     assert_eq!(
         s.post("/v1/search", Some("key-u7"), body.clone())
@@ -532,7 +410,7 @@ async fn keys_rotate_without_a_restart() {
         401,
         "unauthorized",
     );
-    write_keys(&s.keys_path, &[("key-u7-next", "u7")]);
+    write_keys(&s.keys_path, &[("key-u7-next", "u7", false)]);
     assert_error(
         &s.post("/v1/search", Some("key-u7"), body.clone()).await,
         401,
@@ -557,7 +435,7 @@ async fn keys_rotate_without_a_restart() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openapi_lists_the_routes() {
-    let s = Server::start().await;
+    let s = Server::start(shared_engine(), &KEYS).await;
     let r = s.get("/openapi.json", None).await;
     assert_eq!(r.status, 200);
     assert!(r.body["openapi"].as_str().unwrap().starts_with("3."));
@@ -589,7 +467,7 @@ async fn openapi_lists_the_routes() {
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_rereads_the_keys_even_when_the_file_looks_unchanged() {
-    let s = Server::start().await;
+    let s = Server::start(shared_engine(), &KEYS).await;
     let body = search_body("耳机退货", "bm25");
     // A first answered request: the server task runs, so its SIGHUP handler is in
     // place before the signal is sent.

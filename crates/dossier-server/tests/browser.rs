@@ -6,18 +6,19 @@
 //! them. Without them every browser test fails and says so. Screenshots of each stage
 //! go to `target/test-artifacts/ui/`.
 
+mod common;
+
 use std::net::TcpListener as StdListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
+use common::{fresh_engine, shared_engine, Key};
 use dossier_core::Scope;
 use dossier_engine::Engine;
-use dossier_server::{hash_key, AppState, KeyStore};
 use serde_json::{json, Value};
-use tempfile::TempDir;
 
 const NOTICE: &str = "supplier-notice-S-8";
 /// What only the notice says: none of it may reach a customer's page.
@@ -27,7 +28,7 @@ const RETURN_QUESTION: &str = "订单 A123 的耳机已拆封，签收 10 天后
 const AUTH_QUESTION: &str = "当前 API 的认证方式是什么？";
 
 /// (key, principal, admin) of every test server.
-const KEYS: [(&str, &str, bool); 3] = [
+const KEYS: [Key; 3] = [
     ("key-u7", "u7", false),
     ("key-zhang", "zhang", false),
     ("key-admin", "zhang", true),
@@ -38,98 +39,46 @@ const WAIT: Duration = Duration::from_secs(30);
 
 // ------------------------------------------------------------------ server
 
-fn scenarios() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/scenarios")
-}
-
 fn artifacts() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-artifacts/ui");
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
 
-fn new_engine() -> (TempDir, Arc<Engine>) {
-    let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::with_embedder(
-        &dir.path().join("store"),
-        "hash:64",
-        Box::new(dossier_embed::HashEmbedder::new(64)),
-    )
-    .unwrap();
-    let report = engine
-        .ingest(
-            &[scenarios().join("shop"), scenarios().join("acme")],
-            &mut (),
-        )
-        .unwrap();
-    assert!(report.problems.is_empty(), "{:?}", report.problems);
-    (dir, Arc::new(engine))
-}
-
-/// The engine the read-only tests share (the store is single-process). A test that
-/// records a decision makes its own.
-fn shared_engine() -> Arc<Engine> {
-    static ENGINE: OnceLock<(TempDir, Arc<Engine>)> = OnceLock::new();
-    ENGINE.get_or_init(new_engine).1.clone()
-}
-
+/// The shared harness's server on a runtime of its own (the browser tests block), stopped
+/// when dropped, a failing test too.
 struct Server {
-    base: String,
-    engine: Arc<Engine>,
     rt: tokio::runtime::Runtime,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    handle: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
-    _dir: TempDir,
+    inner: Option<common::Server>,
 }
 
 impl Server {
     fn start(engine: Arc<Engine>) -> Server {
-        let dir = tempfile::tempdir().unwrap();
-        let keys_path = dir.path().join("keys.yaml");
-        let mut text = String::new();
-        for (key, principal, admin) in KEYS {
-            text.push_str(&format!(
-                "- {{key_sha256: {}, principal: {principal}, admin: {admin}}}\n",
-                hash_key(key)
-            ));
-        }
-        std::fs::write(&keys_path, text).unwrap();
-        let keys = KeyStore::load(&keys_path).unwrap();
-        let state = AppState::new(engine.clone(), Arc::new(keys));
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .unwrap();
-        let listener = rt
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let handle = rt.spawn(dossier_server::serve_on(listener, state, async move {
-            let _ = rx.await;
-        }));
+        let inner = rt.block_on(common::Server::start(engine, &KEYS));
         Server {
-            base,
-            engine,
             rt,
-            stop: Some(tx),
-            handle: Some(handle),
-            _dir: dir,
+            inner: Some(inner),
         }
     }
 
+    fn inner(&self) -> &common::Server {
+        self.inner.as_ref().unwrap()
+    }
+
     fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
+        format!("{}{path}", self.inner().base)
     }
 
     /// The text of chunk `chunk_id` as the engine holds it, read as `principal` would.
     fn chunk_text(&self, principal: &str, now: &str, chunk_id: &str) -> String {
-        let scope = Scope::new(
-            &self.engine.principal(principal).unwrap(),
-            now.parse().unwrap(),
-        );
-        let section = self.engine.section_of(&scope, chunk_id).unwrap();
+        let engine = &self.inner().state.engine;
+        let scope = Scope::new(&engine.principal(principal).unwrap(), now.parse().unwrap());
+        let section = engine.section_of(&scope, chunk_id).unwrap();
         section
             .chunks
             .into_iter()
@@ -141,13 +90,10 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        if let Some(h) = self.handle.take() {
-            let _ = self
-                .rt
-                .block_on(async { tokio::time::timeout(Duration::from_secs(10), h).await });
+        if let Some(inner) = self.inner.take() {
+            let _ = self.rt.block_on(async {
+                tokio::time::timeout(Duration::from_secs(10), inner.shutdown()).await
+            });
         }
     }
 }
@@ -697,7 +643,7 @@ fn the_evidence_graph_is_drawn_and_a_customer_never_sees_the_supplier_notice() {
 #[test]
 fn approving_a_supersession_in_the_review_queue_changes_the_next_answer() {
     // Records a decision: a store of its own.
-    let (_dir, engine) = new_engine();
+    let (_dir, engine) = fresh_engine();
     let server = Server::start(engine.clone());
     let mut b = Browser::start("review");
     b.open_ui(&server);

@@ -7,14 +7,12 @@
 //! test can reach are validated against the JSON Schema the document declares for that
 //! path, method, status and content type; deliberately broken responses must fail.
 
-use std::collections::{BTreeSet, HashSet};
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+mod common;
 
-use dossier_engine::Engine;
-use dossier_server::{hash_key, AppState, KeyStore};
+use std::collections::{BTreeSet, HashSet};
+
+use common::{shared_engine, Key, Reply, Server};
 use serde_json::{json, Value};
-use tempfile::TempDir;
 
 const MODES: [&str; 7] = [
     "bm25", "vector", "hybrid", "local", "graph", "global", "drift",
@@ -25,7 +23,7 @@ const E1_QUESTION: &str = "哪些产品受到供应商事件 E-1 影响？";
 const A123_QUESTION: &str = "订单 A123 的耳机已拆封，签收 10 天后有杂音，能退吗？";
 
 /// (key, principal, admin) of every test server.
-const KEYS: [(&str, &str, bool); 6] = [
+const KEYS: [Key; 6] = [
     ("key-u7", "u7", false),
     ("key-u8", "u8", false),
     ("key-zhang", "zhang", false),
@@ -33,130 +31,6 @@ const KEYS: [(&str, &str, bool); 6] = [
     ("key-acme", "acme-admin", false),
     ("key-ghost", "ghost", false),
 ];
-
-fn scenarios() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/scenarios")
-}
-
-/// One engine for the whole test binary (the store is single-process).
-fn engine() -> Arc<Engine> {
-    static ENGINE: OnceLock<(TempDir, Arc<Engine>)> = OnceLock::new();
-    ENGINE
-        .get_or_init(|| {
-            let dir = tempfile::tempdir().unwrap();
-            let engine = Engine::with_embedder(
-                &dir.path().join("store"),
-                "hash:64",
-                Box::new(dossier_embed::HashEmbedder::new(64)),
-            )
-            .unwrap();
-            let report = engine
-                .ingest(
-                    &[scenarios().join("shop"), scenarios().join("acme")],
-                    &mut (),
-                )
-                .unwrap();
-            assert!(report.problems.is_empty(), "{:?}", report.problems);
-            (dir, Arc::new(engine))
-        })
-        .1
-        .clone()
-}
-
-fn write_keys(path: &Path) {
-    let mut text = String::new();
-    for (key, principal, admin) in KEYS {
-        text.push_str(&format!(
-            "- {{key_sha256: {}, principal: {principal}, admin: {admin}}}\n",
-            hash_key(key)
-        ));
-    }
-    std::fs::write(path, text).unwrap();
-}
-
-struct Server {
-    base: String,
-    client: reqwest::Client,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    handle: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
-    _dir: TempDir,
-}
-
-#[derive(Debug)]
-struct Reply {
-    status: u16,
-    request_id: String,
-    content_type: String,
-    body: Value,
-    text: String,
-}
-
-impl Server {
-    async fn start() -> Server {
-        let dir = tempfile::tempdir().unwrap();
-        let keys_path = dir.path().join("keys.yaml");
-        write_keys(&keys_path);
-        let keys = KeyStore::load(&keys_path).unwrap();
-        let state = AppState::new(engine(), Arc::new(keys));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let handle = tokio::spawn(dossier_server::serve_on(listener, state, async move {
-            let _ = rx.await;
-        }));
-        Server {
-            base,
-            client: reqwest::Client::new(),
-            stop: Some(tx),
-            handle: Some(handle),
-            _dir: dir,
-        }
-    }
-
-    async fn send(&self, req: reqwest::RequestBuilder, key: Option<&str>) -> Reply {
-        let req = match key {
-            Some(k) => req.bearer_auth(k),
-            None => req,
-        };
-        let resp = req.send().await.unwrap();
-        let status = resp.status().as_u16();
-        let header = |name: &str| {
-            resp.headers()
-                .get(name)
-                .map(|v| v.to_str().unwrap().to_string())
-        };
-        let request_id = header("x-request-id").expect("every response carries x-request-id");
-        let content_type = header("content-type").unwrap_or_default();
-        let text = resp.text().await.unwrap();
-        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-        Reply {
-            status,
-            request_id,
-            content_type,
-            body,
-            text,
-        }
-    }
-
-    async fn post(&self, path: &str, key: Option<&str>, body: Value) -> Reply {
-        let req = self.client.post(format!("{}{path}", self.base)).json(&body);
-        self.send(req, key).await
-    }
-
-    async fn get(&self, path: &str, key: Option<&str>) -> Reply {
-        let req = self.client.get(format!("{}{path}", self.base));
-        self.send(req, key).await
-    }
-
-    async fn stop(mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        if let Some(h) = self.handle.take() {
-            h.await.unwrap().unwrap();
-        }
-    }
-}
 
 // ---------------------------------------------------------------------------------------
 // The document and validation against it
@@ -319,7 +193,7 @@ fn search_body(query: &str, mode: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_document_is_openapi_3_1_and_closed_under_references() {
-    let s = Server::start().await;
+    let s = Server::start(shared_engine(), &KEYS).await;
     let doc = Doc::fetch(&s).await;
     let d = &doc.0;
     assert!(
@@ -485,7 +359,7 @@ async fn the_document_is_openapi_3_1_and_closed_under_references() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_responses_match_the_document() {
-    let s = Server::start().await;
+    let s = Server::start(shared_engine(), &KEYS).await;
     let doc = Doc::fetch(&s).await;
 
     for path in ["/healthz", "/readyz"] {
@@ -821,7 +695,7 @@ async fn real_responses_match_the_document() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_responses_fail_validation() {
-    let s = Server::start().await;
+    let s = Server::start(shared_engine(), &KEYS).await;
     let doc = Doc::fetch(&s).await;
     let ok = |path: &str, method: &str, status: u16, v: &Value| {
         doc.errors(path, method, status, "application/json", v)
@@ -948,7 +822,7 @@ fn sse_chunks(text: &str) -> (Vec<Value>, bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_completions_answer_with_citations_like_openai() {
-    let s = Server::start().await;
+    let s = Server::start(shared_engine(), &KEYS).await;
     let doc = Doc::fetch(&s).await;
 
     let models = s.get("/v1/models", Some("key-u7")).await;
@@ -1081,7 +955,7 @@ async fn chat_completions_answer_with_citations_like_openai() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_identity_is_the_keys_and_nothing_in_the_body() {
-    let s = Server::start().await;
+    let s = Server::start(shared_engine(), &KEYS).await;
     let doc = Doc::fetch(&s).await;
     let e1 = |extra: Value| {
         let mut b = json!({
@@ -1207,7 +1081,7 @@ async fn chat_identity_is_the_keys_and_nothing_in_the_body() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chat_requests_trace_is_its_callers_only() {
-    let s = Server::start().await;
+    let s = Server::start(shared_engine(), &KEYS).await;
     let doc = Doc::fetch(&s).await;
     let question = "耳机无理由退货的签收期限和拆封条件是什么？";
     let r = s

@@ -3,151 +3,40 @@
 //! limits, per-tenant concurrency of expensive work, the answer cache, deadlines and
 //! `/metrics`.
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
+use common::{fresh_engine, shared_engine, Key, Reply, Server};
 use dossier_engine::{Engine, SearchRequest, SearchResponse};
-use dossier_server::{hash_key, AppState, KeyStore, LimitConfig, ServerConfig};
+use dossier_server::{LimitConfig, ServerConfig};
 use serde_json::{json, Value};
-use tempfile::TempDir;
 
 const NOTICE: &str = "supplier-notice-S-8";
 const NOTICE_QUERY: &str = "供应商 S-8 电池鼓包事件 E-1 影响哪些产品";
 const E1_QUESTION: &str = "哪些产品受到供应商事件 E-1 影响？";
 const MULTI_HOP: &str = "上周支付网关超时事故影响了哪些高价值客户？这些客户是否也命中过风控异常？负责人和修复动作是什么？";
 
-/// (key, principal) pairs every test server starts with.
-const KEYS: [(&str, &str); 5] = [
-    ("key-u7", "u7"),
-    ("key-u8", "u8"),
-    ("key-zhang", "zhang"),
-    ("key-oncall", "oncall"),
-    ("key-acme", "acme-admin"),
+/// (key, principal, admin) of every test server.
+const KEYS: [Key; 5] = [
+    ("key-u7", "u7", false),
+    ("key-u8", "u8", false),
+    ("key-zhang", "zhang", false),
+    ("key-oncall", "oncall", false),
+    ("key-acme", "acme-admin", false),
 ];
 
-fn scenarios() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/scenarios")
-}
-
-/// A new store in its own directory with shop and acme ingested.
-fn fresh_engine() -> (TempDir, Arc<Engine>) {
-    let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::with_embedder(
-        &dir.path().join("store"),
-        "hash:64",
-        Box::new(dossier_embed::HashEmbedder::new(64)),
-    )
-    .unwrap();
-    let report = engine
-        .ingest(
-            &[scenarios().join("shop"), scenarios().join("acme")],
-            &mut (),
-        )
-        .unwrap();
-    assert!(report.problems.is_empty(), "{:?}", report.problems);
-    (dir, Arc::new(engine))
-}
-
-/// One engine for the tests that do not commit (the store is single-process).
-fn shared_engine() -> Arc<Engine> {
-    static ENGINE: OnceLock<(TempDir, Arc<Engine>)> = OnceLock::new();
-    ENGINE.get_or_init(fresh_engine).1.clone()
-}
-
-fn write_keys(path: &Path) {
-    let mut text = String::new();
-    for (key, principal) in KEYS {
-        text.push_str(&format!(
-            "- {{key_sha256: {}, principal: {principal}, admin: false}}\n",
-            hash_key(key)
-        ));
-    }
-    std::fs::write(path, text).unwrap();
-}
-
-struct Server {
-    base: String,
-    state: AppState,
-    client: reqwest::Client,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    handle: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
-    _dir: TempDir,
-}
-
-struct Reply {
-    status: u16,
-    headers: reqwest::header::HeaderMap,
-    body: Value,
-    text: String,
-}
-
+/// What only this file's tests read of a reply.
 impl Reply {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
-    }
-
     fn cache(&self) -> &str {
         self.header("x-dossier-cache").unwrap_or("")
     }
 }
 
+/// What only this file's tests ask of the server.
 impl Server {
-    async fn start(engine: Arc<Engine>, config: ServerConfig) -> Server {
-        let dir = tempfile::tempdir().unwrap();
-        let keys_path = dir.path().join("keys.yaml");
-        write_keys(&keys_path);
-        let keys = KeyStore::load(&keys_path).unwrap();
-        let state = AppState::with_config(engine, Arc::new(keys), config);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let handle = tokio::spawn(dossier_server::serve_on(
-            listener,
-            state.clone(),
-            async move {
-                let _ = rx.await;
-            },
-        ));
-        Server {
-            base,
-            state,
-            client: reqwest::Client::new(),
-            stop: Some(tx),
-            handle: Some(handle),
-            _dir: dir,
-        }
-    }
-
-    async fn send(&self, req: reqwest::RequestBuilder, key: Option<&str>) -> Reply {
-        let req = match key {
-            Some(k) => req.bearer_auth(k),
-            None => req,
-        };
-        let resp = req.send().await.unwrap();
-        let status = resp.status().as_u16();
-        let headers = resp.headers().clone();
-        let text = resp.text().await.unwrap();
-        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-        Reply {
-            status,
-            headers,
-            body,
-            text,
-        }
-    }
-
-    async fn post(&self, path: &str, key: &str, body: Value) -> Reply {
-        let req = self.client.post(format!("{}{path}", self.base)).json(&body);
-        self.send(req, Some(key)).await
-    }
-
-    async fn get(&self, path: &str, key: Option<&str>) -> Reply {
-        let req = self.client.get(format!("{}{path}", self.base));
-        self.send(req, key).await
-    }
-
     async fn search(&self, key: &str, query: &str, mode: &str) -> Reply {
         self.post("/v1/search", key, search_body(query, mode)).await
     }
@@ -159,15 +48,6 @@ impl Server {
             json!({"question": question, "now": "2026-11-30"}),
         )
         .await
-    }
-
-    async fn stop(mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        if let Some(h) = self.handle.take() {
-            h.await.unwrap().unwrap();
-        }
     }
 }
 
@@ -227,13 +107,15 @@ async fn engine_search(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_over_its_rate_gets_429_and_other_tenants_do_not() {
     // Two requests at once, then one token every 1000 s.
-    let s = Server::start(
+    let s = Server::start_with(
         shared_engine(),
+        &KEYS,
         config(LimitConfig {
             rate_per_sec: 0.001,
             burst: 2,
             ..LimitConfig::default()
         }),
+        None,
     )
     .await;
     for _ in 0..2 {
@@ -271,12 +153,14 @@ async fn a_tenant_over_its_rate_gets_429_and_other_tenants_do_not() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expensive_work_beyond_the_tenants_slots_gets_429_until_one_is_free() {
-    let s = Server::start(
+    let s = Server::start_with(
         shared_engine(),
+        &KEYS,
         config(LimitConfig {
             expensive_concurrency: 1,
             ..LimitConfig::default()
         }),
+        None,
     )
     .await;
     // Something else of shop holds its only slot.
@@ -313,7 +197,7 @@ async fn expensive_work_beyond_the_tenants_slots_gets_429_until_one_is_free() {
 async fn the_cache_answers_repeats_per_scope_and_forgets_after_a_commit() {
     // This test commits: its own store.
     let (_dir, engine) = fresh_engine();
-    let s = Server::start(engine.clone(), ServerConfig::default()).await;
+    let s = Server::start(engine.clone(), &KEYS).await;
 
     let first = s.search("key-zhang", NOTICE_QUERY, "hybrid").await;
     assert_eq!(first.status, 200, "{}", first.text);
@@ -396,12 +280,14 @@ async fn the_cache_answers_repeats_per_scope_and_forgets_after_a_commit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cache_of_zero_entries_never_hits() {
-    let s = Server::start(
+    let s = Server::start_with(
         shared_engine(),
+        &KEYS,
         ServerConfig {
             cache_entries: 0,
             ..ServerConfig::default()
         },
+        None,
     )
     .await;
     for _ in 0..2 {
@@ -417,12 +303,14 @@ async fn a_cache_of_zero_entries_never_hits() {
 async fn a_search_past_its_deadline_says_so() {
     // Its own store, so the tenant graph is cold: graph mode cannot finish in 1 ms.
     let (_dir, engine) = fresh_engine();
-    let s = Server::start(
+    let s = Server::start_with(
         engine,
+        &KEYS,
         config(LimitConfig {
             search_deadline: Duration::from_millis(1),
             ..LimitConfig::default()
         }),
+        None,
     )
     .await;
     let r = s.search("key-zhang", NOTICE_QUERY, "graph").await;
@@ -456,12 +344,14 @@ async fn a_search_past_its_deadline_says_so() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ask_past_its_deadline_answers_honestly_and_is_not_cached() {
-    let s = Server::start(
+    let s = Server::start_with(
         shared_engine(),
+        &KEYS,
         config(LimitConfig {
             ask_deadline: Duration::from_millis(1),
             ..LimitConfig::default()
         }),
+        None,
     )
     .await;
     let r = s.ask("key-oncall", MULTI_HOP).await;
@@ -610,7 +500,7 @@ fn sum_of(m: &BTreeMap<String, f64>, prefix: &str) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_requests_asks_and_the_cache_without_a_key() {
-    let s = Server::start(shared_engine(), ServerConfig::default()).await;
+    let s = Server::start(shared_engine(), &KEYS).await;
     for _ in 0..3 {
         let r = s.search("key-u7", "耳机退货", "hybrid").await;
         assert_eq!(r.status, 200, "{}", r.text);
