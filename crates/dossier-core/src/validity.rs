@@ -25,6 +25,18 @@ impl Validity {
         self.from.is_none_or(|f| f <= at) && self.to.is_none_or(|t| at < t)
     }
 
+    /// The status a version with this interval has on `at`: `active`, `deprecated`
+    /// (its interval ended on or before `at`) or `not_yet_in_force`.
+    pub fn status_on(&self, at: NaiveDate) -> &'static str {
+        if self.in_force(at) {
+            "active"
+        } else if self.to.is_some_and(|t| t <= at) {
+            "deprecated"
+        } else {
+            "not_yet_in_force"
+        }
+    }
+
     /// Whether two intervals share at least one day.
     pub fn overlaps(&self, o: &Validity) -> bool {
         let starts_before_other_ends = match (self.from, o.to) {
@@ -192,6 +204,19 @@ mod tests {
         assert!(v1.in_force(d("2026-08-31")) && !v1.in_force(d("2026-09-01")));
         assert!(!v2.in_force(d("2026-08-31")) && v2.in_force(d("2026-09-01")));
         assert!(!v1.in_force(d("2026-02-28")));
+    }
+
+    #[test]
+    fn status_follows_the_half_open_interval() {
+        let v = Validity {
+            from: Some(d("2026-03-01")),
+            to: Some(d("2026-09-01")),
+        };
+        assert_eq!(v.status_on(d("2026-02-28")), "not_yet_in_force");
+        assert_eq!(v.status_on(d("2026-03-01")), "active");
+        assert_eq!(v.status_on(d("2026-08-31")), "active");
+        assert_eq!(v.status_on(d("2026-09-01")), "deprecated");
+        assert_eq!(Validity::default().status_on(d("2026-01-01")), "active");
     }
 
     #[test]

@@ -212,14 +212,7 @@ impl Engine {
             .iter()
             .find(|c| c.chunk_id == chunk_id)
             .ok_or_else(missing)?;
-        let v = &view.validity[i];
-        let status = if v.in_force(scope.at) {
-            "active"
-        } else if v.to.is_some_and(|t| t <= scope.at) {
-            "deprecated"
-        } else {
-            "not_yet_in_force"
-        };
+        let status = view.validity[i].status_on(scope.at);
         let mut section: Vec<&dossier_core::Chunk> = chunks
             .iter()
             .filter(|c| c.section == cited.section)
@@ -277,19 +270,12 @@ impl Engine {
             .map(|i| {
                 let e = &view.entries[i];
                 let v = &view.validity[i];
-                let status = if v.in_force(scope.at) {
-                    "active"
-                } else if v.to.is_some_and(|t| t <= scope.at) {
-                    "deprecated"
-                } else {
-                    "not_yet_in_force"
-                };
                 DocumentInfo {
                     doc_id: e.meta.doc_id.clone(),
                     version: e.meta.version.clone(),
                     title: e.meta.title.clone(),
                     source_uri: e.meta.source_uri.clone(),
-                    status: status.into(),
+                    status: v.status_on(scope.at).into(),
                     effective_from: e.meta.effective_from,
                     valid_to: v.to,
                     chunks: e.seqs.len(),

@@ -261,17 +261,7 @@ impl Engine {
     fn evidence_for(&self, tenant: &str, subject: &Subject) -> Result<Vec<Evidence>> {
         let view = self.store.view();
         let today = chrono::Utc::now().date_naive();
-        let status = |i: usize| {
-            let v = &view.validity[i];
-            if v.in_force(today) {
-                "active"
-            } else if v.to.is_some_and(|t| t <= today) {
-                "deprecated"
-            } else {
-                "not_yet_in_force"
-            }
-            .to_string()
-        };
+        let status = |i: usize| view.validity[i].status_on(today).to_string();
         let clip = |s: &str| -> String {
             let mut out: String = s.chars().take(EVIDENCE_CHARS).collect();
             if s.chars().count() > EVIDENCE_CHARS {

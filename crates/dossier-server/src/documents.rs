@@ -18,15 +18,14 @@ use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::StatusCode;
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
-use chrono::NaiveDate;
 use dossier_engine::{DocumentInfo, IngestReport, SectionView};
 use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, OpenApi, ToSchema};
+use utoipa::{OpenApi, ToSchema};
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody, Failure};
 use crate::jobs::JobInfo;
-use crate::routes::{blocking, body, scope_of};
+use crate::routes::{blocking, body, date_query, scope_of, DateQuery};
 use crate::AppState;
 
 /// Largest upload body: a bulk ingest may carry many files.
@@ -46,7 +45,7 @@ const MAX_FILES: usize = 10_000;
         delete_version,
         start_ingest_job
     ),
-    components(schemas(UploadBody, UploadFile, DeleteResult, DateQuery))
+    components(schemas(UploadBody, UploadFile, DeleteResult))
 )]
 pub struct DocumentsApi;
 
@@ -65,18 +64,6 @@ pub fn router() -> Router<AppState> {
         .route("/v1/sections/{chunk_id}", get(section))
         .route("/v1/jobs/ingest", post(start_ingest_job))
         .layer(DefaultBodyLimit::max(MAX_UPLOAD_BYTES))
-}
-
-/// The business date reads are judged at.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct DateQuery {
-    /// The business date (default: the server's today); sets each version's status.
-    #[serde(default)]
-    pub now: Option<NaiveDate>,
-    #[serde(default)]
-    pub as_of: Option<NaiveDate>,
 }
 
 /// Files to ingest: Markdown with front matter, text, HTML, corpus JSONL, record tables
@@ -101,14 +88,6 @@ pub struct UploadFile {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct DeleteResult {
     pub removed: Vec<String>,
-}
-
-fn date_query(
-    rid: &crate::RequestId,
-    q: Result<Query<DateQuery>, QueryRejection>,
-) -> Result<DateQuery, ApiError> {
-    q.map(|Query(q)| q)
-        .map_err(|e| ApiError::new(rid, Failure::Invalid(e.body_text())))
 }
 
 #[utoipa::path(get, path = "/v1/documents", tag = "documents",

@@ -54,7 +54,7 @@ pub use limits::{LimitConfig, Limits};
 pub use metrics::Metrics;
 pub use openapi::{document, ApiDoc};
 pub use request_id::RequestId;
-pub use routes::{AskBody, GraphQuery, Health, SearchBody};
+pub use routes::{AskBody, DateQuery, Health, SearchBody};
 pub use traces::{TraceLog, TraceRecord};
 
 /// How the server is set up; [`ServerConfig::default`] is what `dossier serve` uses

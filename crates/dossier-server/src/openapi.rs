@@ -17,14 +17,14 @@ use utoipa::openapi::{Ref, RefOr};
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
 use crate::error::ErrorBody;
-use crate::routes::{self, AskBody, GraphQuery, Health, SearchBody};
+use crate::routes::{self, AskBody, DateQuery, Health, SearchBody};
 
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Dossier API", description = "Scoped search, ask and graph over a Dossier store. The caller is the principal bound to the API key."),
     paths(routes::healthz, routes::readyz, routes::search, routes::ask, routes::graph_entity, routes::graph_neighbors, routes::graph_evidence, routes::graph_path, crate::traces::trace),
     components(schemas(
-        SearchBody, AskBody, GraphQuery, Health, ErrorBody,
+        SearchBody, AskBody, DateQuery, Health, ErrorBody,
         SearchResult, AskResult, EntityResult, SubgraphResult, SearchDegraded,
         routes::NeighborsQuery, routes::EvidenceBody, crate::traces::TraceRecord, crate::jobs::JobInfo,
         // What the document, review and trace routes return, by their own names.

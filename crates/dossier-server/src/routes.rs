@@ -78,17 +78,27 @@ pub struct AskBody {
     pub mode: Option<String>,
 }
 
-/// Query parameters of the graph routes.
+/// The business date a read is judged at: the query of the graph, document and section
+/// routes.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
-pub struct GraphQuery {
-    /// The business date (default: the server's today).
+pub struct DateQuery {
+    /// The business date (default: the server's today); sets each version's status.
     #[serde(default)]
     pub now: Option<NaiveDate>,
     /// Judge versions in force on this date.
     #[serde(default)]
     pub as_of: Option<NaiveDate>,
+}
+
+/// A [`DateQuery`] or the `invalid` error its rejection reads as.
+pub(crate) fn date_query(
+    rid: &crate::RequestId,
+    q: Result<Query<DateQuery>, QueryRejection>,
+) -> Result<DateQuery, ApiError> {
+    q.map(|Query(q)| q)
+        .map_err(|e| ApiError::new(rid, Failure::Invalid(e.body_text())))
 }
 
 /// `GET /healthz`, `GET /readyz`.
@@ -429,7 +439,7 @@ pub(crate) async fn run_ask(
 }
 
 #[utoipa::path(get, path = "/v1/graph/entity/{name}", tag = "graph",
-    params(("name" = String, Path, description = "Entity name, alias or id"), GraphQuery),
+    params(("name" = String, Path, description = "Entity name, alias or id"), DateQuery),
     security(("api_key" = [])),
     responses(
         (status = 200, description = "What `dossier graph entity --json` prints", body = EntityResult),
@@ -439,10 +449,10 @@ pub async fn graph_entity(
     State(state): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
-    q: Result<Query<GraphQuery>, QueryRejection>,
+    q: Result<Query<DateQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let rid = caller.request_id.clone();
-    let Query(q) = q.map_err(|e| ApiError::new(&rid, Failure::Invalid(e.body_text())))?;
+    let q = date_query(&rid, q)?;
     let engine = state.engine.clone();
     let scope = scope_of(&caller, q.now, q.as_of);
     let v = blocking(&rid, move || {
