@@ -25,7 +25,7 @@ use utoipa::{OpenApi, ToSchema};
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody, Failure};
 use crate::jobs::JobInfo;
-use crate::routes::{blocking, body, date_query, scope_of, DateQuery};
+use crate::routes::{blocking, body, query, scope_of, DateQuery};
 use crate::AppState;
 
 /// Largest upload body: a bulk ingest may carry many files.
@@ -102,7 +102,7 @@ pub async fn list_documents(
     q: Result<Query<DateQuery>, QueryRejection>,
 ) -> Result<Json<Vec<DocumentInfo>>, ApiError> {
     let rid = caller.request_id.clone();
-    let q = date_query(&rid, q)?;
+    let q = query(&rid, q)?;
     let scope = scope_of(&caller, q.now, q.as_of);
     let engine = state.engine.clone();
     let docs = blocking(&rid, move || {
@@ -128,7 +128,7 @@ pub async fn document_versions(
     q: Result<Query<DateQuery>, QueryRejection>,
 ) -> Result<Json<Vec<DocumentInfo>>, ApiError> {
     let rid = caller.request_id.clone();
-    let q = date_query(&rid, q)?;
+    let q = query(&rid, q)?;
     let scope = scope_of(&caller, q.now, q.as_of);
     let engine = state.engine.clone();
     let docs = blocking(&rid, move || {
@@ -158,7 +158,7 @@ pub async fn section(
     q: Result<Query<DateQuery>, QueryRejection>,
 ) -> Result<Json<SectionView>, ApiError> {
     let rid = caller.request_id.clone();
-    let q = date_query(&rid, q)?;
+    let q = query(&rid, q)?;
     let scope = scope_of(&caller, q.now, q.as_of);
     let engine = state.engine.clone();
     let s = blocking(&rid, move || {

@@ -19,7 +19,7 @@ use utoipa::{IntoParams, OpenApi, ToSchema};
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody, Failure};
-use crate::routes::{blocking, body, scope_of};
+use crate::routes::{blocking, body, query, scope_of};
 use crate::AppState;
 
 #[derive(OpenApi)]
@@ -79,7 +79,7 @@ pub async fn list(
     q: Result<Query<ReviewQuery>, QueryRejection>,
 ) -> Result<Json<Vec<ReviewItem>>, ApiError> {
     let rid = caller.request_id.clone();
-    let Query(q) = q.map_err(|e| ApiError::new(&rid, Failure::Invalid(e.body_text())))?;
+    let q = query(&rid, q)?;
     caller.require_admin()?;
     let all = match q.status.as_deref() {
         None | Some("open") => false,

@@ -92,15 +92,6 @@ pub struct DateQuery {
     pub as_of: Option<NaiveDate>,
 }
 
-/// A [`DateQuery`] or the `invalid` error its rejection reads as.
-pub(crate) fn date_query(
-    rid: &crate::RequestId,
-    q: Result<Query<DateQuery>, QueryRejection>,
-) -> Result<DateQuery, ApiError> {
-    q.map(|Query(q)| q)
-        .map_err(|e| ApiError::new(rid, Failure::Invalid(e.body_text())))
-}
-
 /// `GET /healthz`, `GET /readyz`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Health {
@@ -176,6 +167,15 @@ pub(crate) fn cached_json(v: Arc<Value>, hit: bool) -> Response {
 pub(crate) fn body<T>(rid: &RequestId, b: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
     b.map(|Json(v)| v)
         .map_err(|e| ApiError::new(rid, Failure::BadBody(e.body_text())))
+}
+
+/// The query string's parameters, or the `invalid` error its rejection reads as.
+pub(crate) fn query<T>(
+    rid: &RequestId,
+    q: Result<Query<T>, QueryRejection>,
+) -> Result<T, ApiError> {
+    q.map(|Query(v)| v)
+        .map_err(|e| ApiError::new(rid, Failure::Invalid(e.body_text())))
 }
 
 #[utoipa::path(get, path = "/healthz", tag = "health",
@@ -452,7 +452,7 @@ pub async fn graph_entity(
     q: Result<Query<DateQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let rid = caller.request_id.clone();
-    let q = date_query(&rid, q)?;
+    let q = query(&rid, q)?;
     let engine = state.engine.clone();
     let scope = scope_of(&caller, q.now, q.as_of);
     let v = blocking(&rid, move || {
@@ -492,7 +492,7 @@ pub async fn graph_neighbors(
     q: Result<Query<NeighborsQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let rid = caller.request_id.clone();
-    let Query(q) = q.map_err(|e| ApiError::new(&rid, Failure::Invalid(e.body_text())))?;
+    let q = query(&rid, q)?;
     let hops = q.hops.unwrap_or(1);
     if !(1..=3).contains(&hops) {
         return Err(ApiError::new(
@@ -553,7 +553,7 @@ pub async fn graph_path(
     q: Result<Query<PathQuery>, QueryRejection>,
 ) -> Result<Json<PathResult>, ApiError> {
     let rid = caller.request_id.clone();
-    let Query(q) = q.map_err(|e| ApiError::new(&rid, Failure::Invalid(e.body_text())))?;
+    let q = query(&rid, q)?;
     let max_hops = q.max_hops.unwrap_or(4);
     if !(1..=6).contains(&max_hops) {
         return Err(ApiError::new(
