@@ -372,7 +372,7 @@ pub fn extractive(engine: &Engine, state: &State) -> Draft {
             let deps: Vec<String> = view
                 .entries
                 .iter()
-                .filter(|x| &x.meta.doc_id == d && x.meta.tenant == state.scope.tenant)
+                .filter(|x| &x.meta.doc_id == d && x.meta.tenant == state.scope.tenant())
                 .flat_map(|x| x.meta.depends_on.clone())
                 .collect();
             for dep in deps {

@@ -16,12 +16,15 @@
 //!   turn into tool calls; record keys come from the question, from record links, or
 //!   from evidence only for a table the question itself names.
 //! - A record that does not exist and one that is not the caller's give the same
-//!   answer; the trace keeps the difference for audit.
+//!   answer *and the same trace*: the difference goes only into the [`AuditEntry`]s of
+//!   [`Asked::audit`], which the CLI and the server keep for the operator and never put
+//!   in a caller's response.
 //! - Every answer claim cites evidence fetched in this run, or is dropped.
 
 pub mod answer;
 pub mod budget;
 pub mod extract;
+pub mod inject;
 pub mod model;
 pub mod planner;
 pub mod reports;
@@ -32,7 +35,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use chrono::NaiveDate;
-use dossier_core::Scope;
+use dossier_engine::Scope;
 use dossier_engine::{Conflict, Engine, GraphEdge, Mode, ReportJson, TableInfo};
 use serde::Serialize;
 use serde_json::Value;
@@ -84,12 +87,28 @@ pub struct Step {
     pub proposed_by: String,
     /// 1 for the first attempt, 2 for a retry after a timeout.
     pub attempt: usize,
-    /// What the caller is not told (e.g. that a record exists but is someone else's).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub audit: Option<String>,
     /// The call's normalised arguments ([`ToolCall::dedup_key`]).
     #[serde(skip)]
     pub key: String,
+}
+
+/// What a step's caller is not told: the tool's own status (e.g. `forbidden` where
+/// the caller's trace says `no_hit`) and its note. For the operator's audit log only.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AuditEntry {
+    /// Index into `trace.steps`.
+    pub step: usize,
+    pub action: String,
+    pub status: ToolStatus,
+    pub note: String,
+}
+
+/// An answer and its audit entries, kept apart so that nothing in the audit can reach
+/// a response by accident: [`AskResponse`] has no field that holds them.
+#[derive(Debug, Clone)]
+pub struct Asked {
+    pub response: AskResponse,
+    pub audit: Vec<AuditEntry>,
 }
 
 /// A proposal the program refused, and why.
@@ -232,6 +251,8 @@ pub struct State {
     pub timeouts: Vec<String>,
     pub metrics: Metrics,
     pub degraded: Vec<String>,
+    /// For the operator's audit log, never the caller (see [`AuditEntry`]).
+    pub audit: Vec<AuditEntry>,
 }
 
 /// A record read during the run.
@@ -308,16 +329,29 @@ pub struct Agent<'a> {
 }
 
 impl<'a> Agent<'a> {
+    /// Answers `req`; what the caller may not be told is dropped.
     pub fn ask(&self, req: &AskRequest) -> Result<AskResponse> {
+        Ok(self.ask_audited(req)?.response)
+    }
+
+    /// Answers `req` and returns the audit entries beside the answer.
+    pub fn ask_audited(&self, req: &AskRequest) -> Result<Asked> {
+        let mut audit = Vec::new();
+        let response = self.run(req, &mut audit)?;
+        Ok(Asked { response, audit })
+    }
+
+    fn run(&self, req: &AskRequest, audit: &mut Vec<AuditEntry>) -> Result<AskResponse> {
         if req.question.trim().is_empty() {
             return Err(Error::Invalid("empty question".into()));
         }
-        let principal = self.engine.principal(&req.principal)?;
-        let scope = Scope::new(&principal, req.as_of.unwrap_or(req.now));
+        let scope = self
+            .engine
+            .scope(&req.principal, req.as_of.unwrap_or(req.now))?;
         let mut budget = BudgetUse::new(req.budget.clone());
         let mut state = State {
             question: req.question.clone(),
-            tables: self.engine.record_tables_of(&scope.tenant)?,
+            tables: self.engine.record_tables_of(scope.tenant())?,
             scope,
             now: req.now,
             mode: req.mode,
@@ -344,6 +378,7 @@ impl<'a> Agent<'a> {
             timeouts: vec![],
             metrics: Metrics::default(),
             degraded: vec![],
+            audit: vec![],
         };
 
         for sq in &state.sub_questions {
@@ -381,6 +416,7 @@ impl<'a> Agent<'a> {
             };
             let status = self.execute(&mut state, &mut budget, call, 0, "program");
             if status != ToolStatus::Ok {
+                audit.append(&mut state.audit);
                 return Ok(self.unavailable(state, budget));
             }
         }
@@ -507,6 +543,7 @@ impl<'a> Agent<'a> {
         let status = planner::status(&state, &draft.gaps);
         let mut notes = verifier.notes;
         notes.extend(draft.notes);
+        audit.append(&mut state.audit);
         Ok(AskResponse {
             status,
             answer: if status == AnswerStatus::InsufficientEvidence {
@@ -573,7 +610,17 @@ impl<'a> Agent<'a> {
             let out = self.tools.run(&state.scope, &call, state.steps.len());
             let elapsed = t.elapsed().as_millis() as u64;
             state.metrics.tool_ms += elapsed;
-            let status = out.status;
+            // The caller sees "no hit" where the tool knows "forbidden"; the audit keeps
+            // the tool's own word.
+            let status = out.status.as_caller_sees();
+            if out.status != status || out.audit.as_deref().is_some_and(|a| !a.is_empty()) {
+                state.audit.push(AuditEntry {
+                    step: state.steps.len(),
+                    action: call.name().into(),
+                    status: out.status,
+                    note: out.audit.clone().unwrap_or_default(),
+                });
+            }
             let ids = planner::absorb(state, budget, &call, sq, by, out.clone());
             state.steps.push(Step {
                 action: call.name().into(),
@@ -584,7 +631,6 @@ impl<'a> Agent<'a> {
                 sub_question: sq,
                 proposed_by: by.into(),
                 attempt,
-                audit: out.audit.filter(|a| !a.is_empty()),
                 key: key.clone(),
             });
             if status == ToolStatus::Timeout {
@@ -620,7 +666,7 @@ impl<'a> Agent<'a> {
                         r.business_date = r.business_date.or(business_date);
                     }
                 } else if link.document {
-                    let at = business_date.unwrap_or(state.scope.at);
+                    let at = business_date.unwrap_or(state.scope.at());
                     if !state.linked_documents.iter().any(|(d, _)| d == value) {
                         state.linked_documents.push((value.to_string(), at));
                         state.fact_sources.insert(

@@ -191,18 +191,7 @@ pub fn names_table(text: &str, table: &str) -> bool {
     })
 }
 
-static INSTRUCTION: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r"(?i)(忽略|无视|不要理会|泄露|查询全部|附在回答|系统规则|系统提示|ignore (all|any|the|previous|prior)|disregard|system prompt|reveal|exfiltrate|you are now|act as)",
-    )
-    .expect("instruction pattern")
-});
-
-/// Whether a retrieved sentence reads as an instruction to the system. Such sentences
-/// are data: never quoted in an answer, never a reason for a tool call.
-pub fn looks_like_instruction(sentence: &str) -> bool {
-    INSTRUCTION.is_match(sentence)
-}
+pub use crate::inject::looks_like_instruction;
 
 /// Whether the text is mostly Chinese.
 pub fn is_chinese(text: &str) -> bool {

@@ -3,13 +3,15 @@
 //! Every call runs under a [`Scope`] the program built from the caller's principal; no
 //! tool takes an identity, a tenant or a group as an argument. Each returns a
 //! [`ToolStatus`] and evidence with provenance. A record that does not exist and one the
-//! caller may not read come back as `no_hit` and `forbidden` for the audit trace, and
-//! read the same ("unavailable") to the caller.
+//! caller may not read come back as `no_hit` and `forbidden`; the loop shows both to the
+//! caller as `no_hit` ([`ToolStatus::as_caller_sees`]) and keeps the difference in the
+//! audit entries only.
 
 use std::time::{Duration, Instant};
 
 use chrono::NaiveDate;
-use dossier_core::{RecordRow, RecordSchema, Scope};
+use dossier_core::{RecordRow, RecordSchema};
+use dossier_engine::Scope;
 use dossier_engine::{Conflict, Engine, GraphEdge, Mode, RecordLookup, ReportJson};
 use serde::{Deserialize, Serialize};
 
@@ -93,8 +95,21 @@ pub enum ToolStatus {
     Error,
 }
 
-/// A chunk of evidence with its provenance.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+impl ToolStatus {
+    /// The status a caller's trace shows: `forbidden` reads as `no_hit`, so that "not
+    /// yours" and "does not exist" cannot be told apart.
+    pub fn as_caller_sees(self) -> ToolStatus {
+        match self {
+            ToolStatus::Forbidden => ToolStatus::NoHit,
+            s => s,
+        }
+    }
+}
+
+/// A chunk of evidence with its provenance. Built only from a [`dossier_engine::Hit`]
+/// (the private `checked` field holds the engine's proof of the scope check), so the
+/// answer writers and the trace can only ever see text the caller may read.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Evidence {
     pub chunk_id: String,
     pub doc_id: String,
@@ -105,6 +120,8 @@ pub struct Evidence {
     pub text: String,
     /// The loop step that fetched it.
     pub fetched_at_step: usize,
+    #[serde(skip)]
+    checked: dossier_engine::Checked,
 }
 
 /// A record the caller may read, with its schema.
@@ -153,6 +170,9 @@ pub struct EngineTools<'a> {
     /// A call that takes longer than this is reported as `timeout` (its result is
     /// dropped).
     pub timeout: Duration,
+    /// Fired when the whole run is abandoned (the request's deadline): searches stop
+    /// and queued embeddings are dropped unrun.
+    pub cancel: dossier_core::cancel::Cancel,
 }
 
 impl<'a> EngineTools<'a> {
@@ -160,6 +180,7 @@ impl<'a> EngineTools<'a> {
         EngineTools {
             engine,
             timeout: Duration::from_secs(10),
+            cancel: Default::default(),
         }
     }
 }
@@ -167,13 +188,16 @@ impl<'a> EngineTools<'a> {
 fn evidence_of(hits: Vec<dossier_engine::Hit>, step: usize) -> Vec<Evidence> {
     hits.into_iter()
         .map(|h| Evidence {
+            checked: h.checked().clone(),
+            // Retrieved text is data: sentences written to the system are taken out
+            // before any writer or model sees the chunk (see `inject`).
+            text: crate::inject::neutralise(&h.text).0,
             chunk_id: h.chunk_id,
             doc_id: h.doc_id,
             version: h.version,
             section: h.section,
             source_uri: h.source_uri,
             title: h.title,
-            text: h.text,
             fetched_at_step: step,
         })
         .collect()
@@ -186,6 +210,10 @@ impl ToolRunner for EngineTools<'_> {
             Ok(o) => o,
             // Unknown entities read like missing ones: nothing to show, no detail.
             Err(dossier_engine::Error::NotFound(m)) => ToolOutput::status(ToolStatus::NoHit, m),
+            // Cancelled or turned away by the embedding queue: the call ran out of time.
+            Err(e @ (dossier_engine::Error::Cancelled(_) | dossier_engine::Error::Busy(_))) => {
+                ToolOutput::status(ToolStatus::Timeout, e.to_string())
+            }
             Err(e) => ToolOutput::status(ToolStatus::Error, e.to_string()),
         };
         if started.elapsed() > self.timeout {
@@ -221,14 +249,14 @@ impl EngineTools<'_> {
                 as_of,
             } => {
                 let mode: Mode = mode.parse()?;
-                let mut scope = scope.clone();
-                if let Some(d) = as_of {
-                    scope.at = *d;
-                }
+                let scope = match as_of {
+                    Some(d) => scope.judged_at(*d),
+                    None => scope.clone(),
+                };
                 let resp = if documents.is_empty() {
-                    e.search_scoped(&scope, query, mode, *k)?
+                    e.search_scoped_until(&scope, query, mode, *k, &self.cancel)?
                 } else {
-                    e.search_within(&scope, query, mode, *k, documents)?
+                    e.search_within_until(&scope, query, mode, *k, documents, &self.cancel)?
                 };
                 out.evidence = evidence_of(resp.hits, step);
                 out.conflicts = resp.conflicts;
@@ -246,15 +274,25 @@ impl EngineTools<'_> {
                 out.evidence = self.provenance_evidence(scope, &out.edges, step)?;
             }
             ToolCall::CommunityReports { query } => {
-                let resp = e.search_scoped(scope, query, Mode::Global, 12)?;
+                let resp = e.search_scoped_until(scope, query, Mode::Global, 12, &self.cancel)?;
                 out.reports = resp.reports.unwrap_or_default();
                 out.evidence = evidence_of(resp.hits, step);
             }
             ToolCall::Record { table, key } => match e.record(scope, table, key)? {
                 RecordLookup::Found { schema, row } => {
+                    let mut row = *row;
+                    // A record's free-text fields are data too.
+                    for v in row.fields.values_mut() {
+                        if let serde_json::Value::String(text) = v {
+                            let (clean, removed) = crate::inject::neutralise(text);
+                            if removed > 0 {
+                                *text = clean;
+                            }
+                        }
+                    }
                     out.record = Some(RecordHit {
                         schema: *schema,
-                        row: *row,
+                        row,
                     });
                 }
                 RecordLookup::Missing => {

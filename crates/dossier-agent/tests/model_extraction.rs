@@ -23,8 +23,8 @@ fn engine(dir: &std::path::Path) -> Engine {
     e
 }
 
-fn scope(e: &Engine, who: &str) -> dossier_core::Scope {
-    dossier_core::Scope::new(&e.principal(who).unwrap(), "2026-11-30".parse().unwrap())
+fn scope(e: &Engine, who: &str) -> dossier_engine::Scope {
+    e.scope(who, "2026-11-30".parse().unwrap()).unwrap()
 }
 
 #[test]

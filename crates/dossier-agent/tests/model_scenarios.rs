@@ -94,10 +94,9 @@ fn scenario_cases_keep_every_safety_property_with_the_local_model() {
     );
 
     // Model-written community reports: kept only when every sentence cites a line.
-    let oncall = dossier_core::Scope::new(
-        &engine.principal("oncall").unwrap(),
-        "2026-11-30".parse().unwrap(),
-    );
+    let oncall = engine
+        .scope("oncall", "2026-11-30".parse().unwrap())
+        .unwrap();
     let mut reports = engine.community_reports(&oncall).unwrap();
     let mut kept = 0;
     for r in reports.iter_mut().take(3) {

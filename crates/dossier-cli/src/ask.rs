@@ -36,6 +36,10 @@ pub struct AskArgs {
     /// Write the whole trajectory (JSON) to this file.
     #[arg(long)]
     trace: Option<PathBuf>,
+    /// Write the audit entries (JSON: what the principal is not told, such as a record
+    /// that exists but is not theirs) to this file. For the operator, never the caller.
+    #[arg(long)]
+    audit: Option<PathBuf>,
 }
 
 /// A chat model as the `--llm` flags name it: `none`, `local` (starts the llama-server
@@ -106,7 +110,12 @@ pub fn run(engine: &Engine, args: &AskArgs, json: bool) -> Result<ExitCode> {
     );
     req.as_of = args.as_of;
     req.mode = mode;
-    let resp = agent.ask(&req)?;
+    let asked = agent.ask_audited(&req)?;
+    if let Some(path) = &args.audit {
+        std::fs::write(path, serde_json::to_string_pretty(&asked.audit)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    let resp = asked.response;
     if let Some(path) = &args.trace {
         std::fs::write(path, serde_json::to_string_pretty(&resp.trace)?)
             .with_context(|| format!("writing {}", path.display()))?;

@@ -314,8 +314,7 @@ pub fn run(json: bool, action: &BenchAction) -> Result<ExitCode> {
     let generation = engine.store().active();
     let vectors = generation.vectors.read();
     for (who, q) in &queries {
-        let p = engine.principal(who)?;
-        let scope = dossier_core::Scope::new(&p, now);
+        let scope = engine.scope(who, now)?;
         let admit = engine.store().view().admit(&scope);
         let qv = engine.embedder().embed_query(q)?;
         let exact: std::collections::HashSet<u64> = vectors

@@ -284,13 +284,9 @@ fn modes(s: &str) -> Result<Vec<Mode>> {
         .collect()
 }
 
-fn scope_of(engine: &Engine, who: &Who) -> Result<dossier_core::Scope> {
-    let principal = engine.principal(&who.principal)?;
+fn scope_of(engine: &Engine, who: &Who) -> Result<dossier_engine::Scope> {
     let now = who.now.unwrap_or_else(|| chrono::Local::now().date_naive());
-    Ok(dossier_core::Scope::new(
-        &principal,
-        who.as_of.unwrap_or(now),
-    ))
+    Ok(engine.scope(&who.principal, who.as_of.unwrap_or(now))?)
 }
 
 fn print_report(r: &dossier_engine::ReportJson) {

@@ -15,8 +15,9 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8080")]
     addr: SocketAddr,
-    /// API keys (YAML: `- {key_sha256: HEX, principal: ID, admin: false}`); re-read
-    /// when the file changes or on SIGHUP.
+    /// API keys (YAML: `- {key_sha256: HEX, principal: ID, admin: false}`, plus
+    /// `operator: true` for store-wide operations such as a reindex); re-read when the
+    /// file changes or on SIGHUP.
     #[arg(long, env = "DOSSIER_KEYS")]
     keys: PathBuf,
     /// Sustained requests per second each tenant may send.
@@ -54,6 +55,10 @@ pub struct ServeArgs {
     /// No access log line per request on stderr.
     #[arg(long)]
     quiet: bool,
+    /// After SIGTERM or Ctrl-C, how long requests and jobs in flight may finish before
+    /// the server stops regardless, in milliseconds.
+    #[arg(long, default_value_t = 20_000)]
+    drain_ms: u64,
 }
 
 pub fn run(engine: Engine, args: &ServeArgs) -> Result<ExitCode> {
@@ -73,6 +78,7 @@ pub fn run(engine: Engine, args: &ServeArgs) -> Result<ExitCode> {
         trace_entries: args.trace_entries,
         uploads_dir: args.uploads.clone(),
         access_log: !args.quiet,
+        drain_timeout: Duration::from_millis(args.drain_ms),
     };
     // Kept alive for as long as the server runs (a local model server stops with it).
     let llm = crate::ask::Llm::connect(&args.llm, &args.llm_model)?;

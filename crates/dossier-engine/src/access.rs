@@ -6,8 +6,9 @@
 
 use std::collections::{BTreeSet, HashSet};
 
-use dossier_core::{RecordRow, RecordSchema, Scope};
+use dossier_core::{RecordRow, RecordSchema};
 use dossier_index::Admit;
+use dossier_store::Scope;
 
 use crate::graph::query_entities;
 use crate::{Engine, GraphNode, Mode, Result, SearchResponse};
@@ -57,6 +58,19 @@ impl Engine {
         k: usize,
         doc_ids: &[String],
     ) -> Result<SearchResponse> {
+        self.search_within_until(scope, query, mode, k, doc_ids, &Default::default())
+    }
+
+    /// [`Engine::search_within`] under `cancel` (see [`Engine::search_until`]).
+    pub fn search_within_until(
+        &self,
+        scope: &Scope,
+        query: &str,
+        mode: Mode,
+        k: usize,
+        doc_ids: &[String],
+        cancel: &dossier_core::cancel::Cancel,
+    ) -> Result<SearchResponse> {
         if mode.is_graph() {
             return Err(crate::Error::Invalid(format!(
                 "search within documents takes bm25, vector or hybrid, not {}",
@@ -71,20 +85,20 @@ impl Engine {
             .map(|i| view.entries[i].dv)
             .collect();
         let admit = Admit::from_ordinals(admitted);
-        let ranked = self.rank_admitted(query, mode, k, &admit)?;
+        let ranked = self.rank_admitted(scope.tenant(), cancel, query, mode, k, &admit)?;
         self.hydrate(scope, &ranked, k)
     }
 
     /// One record by table and key, judged for the scope's principal and groups.
     pub fn record(&self, scope: &Scope, table: &str, key: &str) -> Result<RecordLookup> {
         let catalog = self.store.catalog();
-        let Some(schema) = catalog.record_schema(&scope.tenant, table)? else {
+        let Some(schema) = catalog.record_schema(scope.tenant(), table)? else {
             return Ok(RecordLookup::Missing);
         };
-        let Some(row) = catalog.record(&scope.tenant, table, key)? else {
+        let Some(row) = catalog.record(scope.tenant(), table, key)? else {
             return Ok(RecordLookup::Missing);
         };
-        if !schema.row_readable_by(&row, &scope.principal_id, &scope.groups) {
+        if !schema.row_readable_by(&row, scope.principal_id(), scope.groups()) {
             return Ok(RecordLookup::Forbidden);
         }
         Ok(RecordLookup::Found {
@@ -127,7 +141,7 @@ impl Engine {
     /// Chunks by id, hydrated for the scope (so checked against tenant, ACL and the
     /// version in force); ids the scope may not read are left out.
     pub fn chunks_by_id(&self, scope: &Scope, ids: &[String]) -> Result<Vec<crate::Hit>> {
-        let state = self.tenant_graph(&scope.tenant)?;
+        let state = self.tenant_graph(scope.tenant())?;
         let ranked: Vec<dossier_index::Scored> = ids
             .iter()
             .filter_map(|c| state.chunk_seq.get(c))
@@ -197,7 +211,7 @@ impl Engine {
         let (doc, version) = doc_version.rsplit_once('@').ok_or_else(missing)?;
         let view = self.store.view();
         let i = view
-            .find(&scope.tenant, doc, version)
+            .find(scope.tenant(), doc, version)
             .filter(|&i| scope.may_read(&view.entries[i].meta))
             .ok_or_else(missing)?;
         let entry = &view.entries[i];
@@ -212,7 +226,7 @@ impl Engine {
             .iter()
             .find(|c| c.chunk_id == chunk_id)
             .ok_or_else(missing)?;
-        let status = view.validity[i].status_on(scope.at);
+        let status = view.validity[i].status_on(scope.at());
         let mut section: Vec<&dossier_core::Chunk> = chunks
             .iter()
             .filter(|c| c.section == cited.section)
@@ -275,7 +289,7 @@ impl Engine {
                     version: e.meta.version.clone(),
                     title: e.meta.title.clone(),
                     source_uri: e.meta.source_uri.clone(),
-                    status: v.status_on(scope.at).into(),
+                    status: v.status_on(scope.at()).into(),
                     effective_from: e.meta.effective_from,
                     valid_to: v.to,
                     chunks: e.seqs.len(),
@@ -295,7 +309,7 @@ impl Engine {
     /// Whether the scope's principal may read `doc_id@version` (tenant and ACL).
     pub fn may_read_version(&self, scope: &Scope, doc_id: &str, version: &str) -> bool {
         let view = self.store.view();
-        view.find(&scope.tenant, doc_id, version)
+        view.find(scope.tenant(), doc_id, version)
             .is_some_and(|i| scope.may_read(&view.entries[i].meta))
     }
 }

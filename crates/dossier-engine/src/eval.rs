@@ -9,7 +9,7 @@ use std::io::BufRead;
 use std::path::Path;
 use std::time::Instant;
 
-use dossier_core::Scope;
+use dossier_store::Scope;
 use serde::{Deserialize, Serialize};
 
 use crate::ingest::{IngestReport, Progress};
@@ -109,6 +109,26 @@ impl Default for EvalOptions {
     }
 }
 
+/// The principal evaluation reads as: `eval` in the default tenant with no groups,
+/// stored in the catalog like any other (a scope only comes from a stored principal).
+const EVAL_PRINCIPAL: &str = "eval";
+
+fn eval_scope(engine: &Engine) -> Result<Scope> {
+    let today = chrono::Utc::now().date_naive();
+    if let Ok(s) = engine.scope(EVAL_PRINCIPAL, today) {
+        return Ok(s);
+    }
+    engine.store().commit(dossier_store::catalog::CommitBatch {
+        principals: vec![dossier_core::Principal {
+            id: EVAL_PRINCIPAL.into(),
+            tenant: engine.options.default_tenant.clone(),
+            groups: vec![],
+        }],
+        ..Default::default()
+    })?;
+    engine.scope(EVAL_PRINCIPAL, today)
+}
+
 /// Runs the dataset in `dir` in each mode, in one run.
 pub fn run(
     engine: &Engine,
@@ -147,12 +167,7 @@ pub fn run(
     if let Some(n) = options.limit {
         questions.truncate(n);
     }
-    let scope = Scope {
-        principal_id: "eval".into(),
-        tenant: engine.options.default_tenant.clone(),
-        groups: vec![],
-        at: chrono::Utc::now().date_naive(),
-    };
+    let scope = eval_scope(engine)?;
     // Built once up front, so graph-mode latencies are per query, not first-query.
     let graph_build = if modes.iter().any(|m| m.is_graph()) {
         progress.start("building graph", 1);

@@ -19,11 +19,11 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
-use dossier_core::Scope;
 use dossier_graph::{Cited, CommunityOptions, EntityId, EntityKind, GraphView};
 use dossier_index::analyzer;
 use dossier_index::fusion::{rrf, DEFAULT_RRF_K};
 use dossier_index::Scored;
+use dossier_store::Scope;
 use serde::{Deserialize, Serialize};
 
 use crate::graph::{query_entities, TenantState};
@@ -262,7 +262,7 @@ impl Engine {
     /// so that the first graph-mode query does not pay for them.
     pub fn warm_graph(&self, scope: &Scope) -> Result<GraphBuildStats> {
         let t = std::time::Instant::now();
-        let state = self.tenant_graph(&scope.tenant)?;
+        let state = self.tenant_graph(scope.tenant())?;
         let graph_s = t.elapsed().as_secs_f64();
         let t = std::time::Instant::now();
         let (_, view) = self.scoped_graph(scope)?;

@@ -5,7 +5,7 @@
 //! inspection calls behind `dossier graph`.
 //!
 //! Visibility: a document provenance is readable iff its document version is admitted by
-//! the store's view for the scope (tenant, ACL, in force at `scope.at`); a record-row
+//! the store's view for the scope (tenant, ACL, in force at `scope.at()`); a record-row
 //! provenance iff the table's schema lets the principal read the row. Every query runs
 //! on that view, and every hit is hydrated (checked again) like any other search.
 
@@ -15,13 +15,14 @@ use std::sync::{Arc, Mutex};
 
 use dossier_core::review::{Subject, Verdict};
 use dossier_core::text::normalize;
-use dossier_core::{Chunk, RecordRow, RecordSchema, Scope};
+use dossier_core::{Chunk, RecordRow, RecordSchema};
 use dossier_graph::{
     declared_records, declared_versions, extract, EntityId, EntityKind, GraphView, Provenance,
     Subgraph, TenantGraph, TitleTable,
 };
 use dossier_index::fusion::{rrf, DEFAULT_RRF_K};
 use dossier_index::{Admit, Scored};
+use dossier_store::Scope;
 use serde::{Deserialize, Serialize};
 
 use crate::global::{ReportJson, ReportSet};
@@ -351,12 +352,12 @@ impl Engine {
     /// The tenant graph and the scope's view of it, cached by scope for as long as both
     /// the graph's generation and the store's document view stay the same.
     pub(crate) fn scoped_graph(&self, scope: &Scope) -> Result<(Arc<TenantState>, Arc<GraphView>)> {
-        let state = self.tenant_graph(&scope.tenant)?;
+        let state = self.tenant_graph(scope.tenant())?;
         let docs = self.store.view();
         let docs_ref: DocsViewRef = docs.clone();
-        let mut groups = scope.groups.clone();
+        let mut groups = scope.groups().to_vec();
         groups.sort();
-        let key = (scope.principal_id.clone(), groups, scope.at);
+        let key = (scope.principal_id().to_string(), groups, scope.at());
         if let Some((d, v)) = state
             .views
             .lock()
@@ -368,14 +369,14 @@ impl Engine {
             }
         }
         let may_read = |p: &Provenance| -> bool {
-            if p.tenant != scope.tenant {
+            if p.tenant != scope.tenant() {
                 return false;
             }
             match p.record_table() {
                 Some(t) => state.tables.get(t).is_some_and(|(schema, rows)| {
-                    schema.tenant == scope.tenant
+                    schema.tenant == scope.tenant()
                         && rows.get(&p.version).is_some_and(|r| {
-                            schema.row_readable_by(r, &scope.principal_id, &scope.groups)
+                            schema.row_readable_by(r, scope.principal_id(), scope.groups())
                         })
                 }),
                 None => docs
@@ -401,11 +402,14 @@ impl Engine {
         query: &str,
         mode: Mode,
         k: usize,
+        cancel: &dossier_core::cancel::Cancel,
     ) -> Result<GraphRanked> {
         let (state, view) = self.scoped_graph(scope)?;
+        crate::search::cancelled(cancel)?;
         let seeds = query_entities(&view, query);
         let depth = (k * 4).max(40);
-        let hybrid = self.rank(scope, query, Mode::Hybrid, depth)?;
+        let hybrid = self.rank_until(scope, query, Mode::Hybrid, depth, cancel)?;
+        crate::search::cancelled(cancel)?;
         let hybrid_chunks: Vec<&str> = hybrid
             .iter()
             .filter_map(|s| state.seq_chunk.get(&s.seq).map(|(c, _)| c.as_str()))
@@ -575,7 +579,7 @@ impl Engine {
         for dep in deps {
             let versions: Vec<usize> = docs
                 .visible_versions(dep, scope)
-                .filter(|&i| docs.entries[i].meta.tenant == scope.tenant)
+                .filter(|&i| docs.entries[i].meta.tenant == scope.tenant())
                 .collect();
             for i in versions {
                 let entry = &docs.entries[i];

@@ -186,7 +186,12 @@ impl Engine {
                 let mut vectors = Vec::with_capacity(texts.len());
                 for part in texts.chunks(EMBED_BATCH) {
                     let refs: Vec<&str> = part.iter().map(String::as_str).collect();
-                    vectors.extend(self.embedder.embed_passages(&refs)?);
+                    // The ingest lane of the fair queue: queries go first.
+                    let v = self
+                        .embedder
+                        .passages(&d.meta.tenant, &refs, &Default::default())
+                        .map_err(crate::search::embed_error)?;
+                    vectors.extend(v);
                     progress.advance(part.len() as u64);
                 }
                 report.documents_added += 1;

@@ -3,7 +3,7 @@
 //!
 //! - [`Engine::ingest`]: parse → skip unchanged versions (by digest) → embed → commit
 //!   in batches, so a killed ingest keeps every batch committed before it.
-//! - [`Engine::search`]: principal → [`dossier_core::Scope`] → admission set → filtered
+//! - [`Engine::search`]: principal → [`Scope`] (from the store) → admission set → filtered
 //!   ranking → hydration that checks scope and validity again → conflicts.
 //! - [`eval`]: Recall@K and MRR over a dataset directory.
 //! - Graph modes (`local`, `graph`) and graph inspection: one [`dossier_graph::TenantGraph`]
@@ -34,12 +34,13 @@ use dossier_store::Store;
 
 pub use dossier_graph;
 pub use dossier_store;
+pub use dossier_store::Scope;
 
 pub use access::{key_shape, DocumentInfo, RecordLookup, SectionChunk, SectionView, TableInfo};
 pub use global::{GraphBuildStats, ReportJson};
 pub use graph::{EntityReport, GraphEdge, GraphNode, SubgraphJson};
 pub use ingest::{IngestReport, Progress};
-pub use search::{Conflict, Fusion, Hit, Mode, SearchRequest, SearchResponse};
+pub use search::{Checked, Conflict, Fusion, Hit, Mode, SearchRequest, SearchResponse};
 
 /// Errors of the engine, split by who can fix them.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +57,12 @@ pub enum Error {
     Index(#[from] dossier_index::Error),
     #[error(transparent)]
     Model(#[from] dossier_core::Error),
+    /// The work was cancelled (its request's deadline passed, or it was abandoned).
+    #[error("{0}")]
+    Cancelled(dossier_core::cancel::Cancelled),
+    /// Too much work is queued for this tenant; try again shortly.
+    #[error("{0}")]
+    Busy(String),
     #[error(transparent)]
     Graph(#[from] dossier_graph::GraphError),
 }
@@ -65,7 +72,9 @@ pub type Result<T> = std::result::Result<T, Error>;
 /// An opened engine: a store plus the embedder its vectors came from.
 pub struct Engine {
     store: Store,
-    embedder: Box<dyn Embedder>,
+    /// Every embedding goes through one fair queue: queries before ingest, tenants in
+    /// turn, cancelled work dropped before it runs (see `dossier_embed::EmbedQueue`).
+    embedder: dossier_embed::EmbedQueue,
     options: IngestOptions,
     fusion: Fusion,
     /// Tenant graphs, built on first graph use and rebuilt when the catalog moves on.
@@ -87,6 +96,10 @@ impl Engine {
     /// Opens with an embedder built by the caller (tests, benchmarks).
     pub fn with_embedder(dir: &Path, spec: &str, embedder: Box<dyn Embedder>) -> Result<Engine> {
         let store = Store::open(dir, spec, embedder.name(), embedder.dim())?;
+        let embedder = dossier_embed::EmbedQueue::new(
+            std::sync::Arc::from(embedder),
+            dossier_embed::QueueConfig::default(),
+        );
         Ok(Engine {
             store,
             embedder,
@@ -101,7 +114,12 @@ impl Engine {
     }
 
     pub fn embedder(&self) -> &dyn Embedder {
-        self.embedder.as_ref()
+        &self.embedder
+    }
+
+    /// The engine's embedding queue (for callers that name a tenant and a deadline).
+    pub fn embed_queue(&self) -> &dossier_embed::EmbedQueue {
+        &self.embedder
     }
 
     /// Sets how hybrid mode fuses its lists.
@@ -118,6 +136,14 @@ impl Engine {
         self.store
             .catalog()
             .principal(id)?
+            .ok_or_else(|| Error::NotFound(format!("unknown principal {id}")))
+    }
+
+    /// The scope of the stored principal `id`, judging versions at `at`; `NotFound`
+    /// for a principal the catalog does not hold.
+    pub fn scope(&self, id: &str, at: chrono::NaiveDate) -> Result<Scope> {
+        self.store
+            .scope(id, at)?
             .ok_or_else(|| Error::NotFound(format!("unknown principal {id}")))
     }
 

@@ -21,6 +21,8 @@ use dossier_core::review::{Decision, Subject, Verdict};
 use dossier_core::VersionRef;
 use serde::Serialize;
 
+use dossier_store::Scope;
+
 use crate::{Engine, Error, Result};
 
 /// Bigram similarity from which two names are proposed as one entity.
@@ -185,10 +187,17 @@ impl Engine {
         Ok(items.into_values().collect())
     }
 
-    /// One candidate (open or decided) with the source text that supports it.
+    /// One candidate (open or decided) with the source text that supports it, of any
+    /// tenant (the operator's view; the server uses [`Engine::review_show_in`]).
     pub fn review_show(&self, id: &str) -> Result<ReviewItem> {
+        self.review_show_in(None, id)
+    }
+
+    /// [`Engine::review_show`] within one tenant: only that tenant's graph is built,
+    /// and another tenant's candidate reads like one that does not exist.
+    pub fn review_show_in(&self, tenant: Option<&str>, id: &str) -> Result<ReviewItem> {
         let mut item = self
-            .review_list(None, true)?
+            .review_list(tenant, true)?
             .into_iter()
             .find(|i| i.id == id)
             .ok_or_else(|| Error::NotFound(format!("no review candidate {id}")))?;
@@ -205,11 +214,23 @@ impl Engine {
         by: &str,
         note: &str,
     ) -> Result<Decision> {
+        self.review_decide_in(None, id, verdict, by, note)
+    }
+
+    /// [`Engine::review_decide`] within one tenant (see [`Engine::review_show_in`]).
+    pub fn review_decide_in(
+        &self,
+        tenant: Option<&str>,
+        id: &str,
+        verdict: Verdict,
+        by: &str,
+        note: &str,
+    ) -> Result<Decision> {
         if by.trim().is_empty() {
             return Err(Error::Invalid("a decision needs a reviewer (--by)".into()));
         }
         let item = self
-            .review_list(None, true)?
+            .review_list(tenant, true)?
             .into_iter()
             .find(|i| i.id == id)
             .ok_or_else(|| Error::NotFound(format!("no review candidate {id}")))?;
@@ -227,6 +248,30 @@ impl Engine {
             ..Default::default()
         })?;
         Ok(decision)
+    }
+
+    /// Whether a reviewer with `scope` may see candidate `item` at all: its tenant is
+    /// theirs and every source it was built from is one they may read — both versions
+    /// of a supersession (tenant and ACL, any date), both names of a merge (entities
+    /// of their own graph view), the chunk of a model relation. An administrator is
+    /// otherwise a principal like any other: restricted text does not reach them
+    /// through a candidate's subject or reason.
+    pub fn review_readable(&self, scope: &Scope, item: &ReviewItem) -> Result<bool> {
+        if item.tenant != scope.tenant() {
+            return Ok(false);
+        }
+        Ok(match &item.subject {
+            Subject::Supersession { newer, older } => [newer, older]
+                .iter()
+                .all(|r| self.may_read_version(scope, &r.doc_id, &r.version)),
+            Subject::Merge { alias, canonical } => {
+                let view = self.graph_view(scope)?;
+                [alias, canonical]
+                    .iter()
+                    .all(|n| view.resolve(n).and_then(|id| view.entity(&id)).is_some())
+            }
+            Subject::Relation { chunk_id, .. } => self.section_of(scope, chunk_id).is_ok(),
+        })
     }
 
     /// Fills in the supporting source text of listed candidates.

@@ -3,9 +3,12 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::NaiveDate;
-use dossier_core::{Scope, VersionRef};
+use dossier_core::cancel::Cancel;
+use dossier_core::VersionRef;
 use dossier_index::fusion::{convex, rrf, DEFAULT_RRF_K};
 use dossier_index::{Admit, Scored};
+use dossier_store::Scope;
+use dossier_store::{DocsView, Snapshot};
 use serde::{Deserialize, Serialize};
 
 use crate::global::ReportJson;
@@ -84,8 +87,17 @@ pub struct SearchRequest {
     pub as_of: Option<NaiveDate>,
 }
 
-/// One hit, in the JSON shape the CLI and API print.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+/// The engine's word that a hit was checked against the caller's scope (tenant, ACL,
+/// version in force) at hydration. It has no public constructor and no `Default` or
+/// `Deserialize`, so a [`Hit`] — and whatever downstream types demand one — exists only
+/// where [`Engine::hydrate`] made it: nothing else can hand text to an answer writer,
+/// a trace, a cache or a response.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checked(());
+
+/// One hit, in the JSON shape the CLI and API print. Built only by the engine's
+/// hydration (see [`Checked`]).
+#[derive(Debug, Clone, Serialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Hit {
     pub chunk_id: String,
@@ -97,6 +109,15 @@ pub struct Hit {
     pub text: String,
     pub source_uri: String,
     pub title: String,
+    #[serde(skip)]
+    checked: Checked,
+}
+
+impl Hit {
+    /// The proof of the check, for types that may only be built from checked hits.
+    pub fn checked(&self) -> &Checked {
+        &self.checked
+    }
 }
 
 /// A look-alike of a hit's document, visible to the caller, with no confirmed
@@ -110,7 +131,7 @@ pub struct Conflict {
     pub reason: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SearchResponse {
     pub hits: Vec<Hit>,
@@ -182,8 +203,7 @@ impl std::str::FromStr for Fusion {
 impl Engine {
     /// Searches as a principal from the catalog.
     pub fn search(&self, req: &SearchRequest) -> Result<SearchResponse> {
-        let principal = self.principal(&req.principal)?;
-        let scope = Scope::new(&principal, req.as_of.unwrap_or(req.now));
+        let scope = self.scope(&req.principal, req.as_of.unwrap_or(req.now))?;
         self.search_scoped(&scope, &req.query, req.mode, req.k)
     }
 
@@ -195,11 +215,33 @@ impl Engine {
         mode: Mode,
         k: usize,
     ) -> Result<SearchResponse> {
+        self.search_scoped_until(scope, query, mode, k, &Cancel::default())
+    }
+
+    /// [`Engine::search`] that gives up when `cancel` fires (a request's deadline, a
+    /// client gone): queued embedding work is dropped unrun and the stages check it,
+    /// so abandoned work stops holding the machine and the caller's slot.
+    pub fn search_until(&self, req: &SearchRequest, cancel: &Cancel) -> Result<SearchResponse> {
+        let scope = self.scope(&req.principal, req.as_of.unwrap_or(req.now))?;
+        self.search_scoped_until(&scope, &req.query, req.mode, req.k, cancel)
+    }
+
+    /// [`Engine::search_scoped`] under `cancel` (see [`Engine::search_until`]).
+    pub fn search_scoped_until(
+        &self,
+        scope: &Scope,
+        query: &str,
+        mode: Mode,
+        k: usize,
+        cancel: &Cancel,
+    ) -> Result<SearchResponse> {
+        cancelled(cancel)?;
         if mode.is_graph() {
             if query.trim().is_empty() {
                 return Err(Error::Invalid("empty query".into()));
             }
-            let g = self.graph_rank(scope, query, mode, k)?;
+            let g = self.graph_rank(scope, query, mode, k, cancel)?;
+            cancelled(cancel)?;
             let mut resp = self.hydrate(scope, &g.ranked, k + g.expansions)?;
             resp.subgraph = Some(g.subgraph);
             if matches!(mode, Mode::Global | Mode::Drift) {
@@ -207,34 +249,83 @@ impl Engine {
             }
             return Ok(resp);
         }
-        let ranked = self.rank(scope, query, mode, k)?;
-        self.hydrate(scope, &ranked, k)
+        if query.trim().is_empty() {
+            return Err(Error::Invalid("empty query".into()));
+        }
+        // One snapshot for the whole request: the admission set, the indexes searched
+        // and the hydration check all come from the same commit.
+        let snap = self.store.snapshot();
+        let admit = snap.view.admit(scope);
+        let ranked = self.rank_in(&snap, scope.tenant(), cancel, query, mode, k, &admit)?;
+        cancelled(cancel)?;
+        self.hydrate_in(&snap.view, scope, &ranked, k)
     }
 
     /// Ranked chunk sequence numbers, already filtered by the scope.
     pub fn rank(&self, scope: &Scope, query: &str, mode: Mode, k: usize) -> Result<Vec<Scored>> {
+        self.rank_until(scope, query, mode, k, &Cancel::default())
+    }
+
+    /// [`Engine::rank`] under `cancel`.
+    pub(crate) fn rank_until(
+        &self,
+        scope: &Scope,
+        query: &str,
+        mode: Mode,
+        k: usize,
+        cancel: &Cancel,
+    ) -> Result<Vec<Scored>> {
         if query.trim().is_empty() {
             return Err(Error::Invalid("empty query".into()));
         }
         if mode.is_graph() {
-            return Ok(self.graph_rank(scope, query, mode, k)?.ranked);
+            return Ok(self.graph_rank(scope, query, mode, k, cancel)?.ranked);
         }
-        let admit = self.store.view().admit(scope);
-        self.rank_admitted(query, mode, k, &admit)
+        let snap = self.store.snapshot();
+        let admit = snap.view.admit(scope);
+        self.rank_in(&snap, scope.tenant(), cancel, query, mode, k, &admit)
     }
 
     /// Ranks in a basic mode under an admission set the caller computed from a scope.
     pub(crate) fn rank_admitted(
         &self,
+        tenant: &str,
+        cancel: &Cancel,
         query: &str,
         mode: Mode,
         k: usize,
         admit: &Admit,
     ) -> Result<Vec<Scored>> {
-        let generation = self.store.active();
+        self.rank_in(
+            &self.store.snapshot(),
+            tenant,
+            cancel,
+            query,
+            mode,
+            k,
+            admit,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn rank_in(
+        &self,
+        snap: &Snapshot,
+        tenant: &str,
+        cancel: &Cancel,
+        query: &str,
+        mode: Mode,
+        k: usize,
+        admit: &Admit,
+    ) -> Result<Vec<Scored>> {
+        let generation = &snap.active;
         let lexical = |n| generation.bm25.search(query, n, admit);
         let dense = |n| -> Result<Vec<Scored>> {
-            let q = self.embedder.embed_query(query)?;
+            // Through the fair queue, in the tenant's turn; dropped if cancelled.
+            let q = self
+                .embedder
+                .query(tenant, query, cancel)
+                .map_err(embed_error)?;
             Ok(generation.vectors.read().search(&q, n, admit))
         };
         Ok(match mode {
@@ -262,7 +353,16 @@ impl Engine {
     /// Turns ranked sequence numbers into hits, checking each chunk's document version
     /// against the scope once more, and collects the conflicts among them.
     pub fn hydrate(&self, scope: &Scope, ranked: &[Scored], k: usize) -> Result<SearchResponse> {
-        let view = self.store.view();
+        self.hydrate_in(&self.store.view(), scope, ranked, k)
+    }
+
+    fn hydrate_in(
+        &self,
+        view: &DocsView,
+        scope: &Scope,
+        ranked: &[Scored],
+        k: usize,
+    ) -> Result<SearchResponse> {
         let seqs: Vec<u64> = ranked.iter().map(|s| s.seq).collect();
         let score: HashMap<u64, f32> = ranked.iter().map(|s| (s.seq, s.score)).collect();
         let mut hits = Vec::new();
@@ -289,18 +389,19 @@ impl Engine {
                 text: ch.text.clone(),
                 source_uri: ch.source_uri.clone(),
                 title: ch.title.clone(),
+                checked: Checked(()),
             });
             if hits.len() == k {
                 break;
             }
         }
         let visible = |r: &VersionRef| {
-            view.find(&scope.tenant, &r.doc_id, &r.version)
+            view.find(scope.tenant(), &r.doc_id, &r.version)
                 .is_some_and(|i| view.admits(i, scope))
         };
         let mut conflicts = Vec::new();
         for (tenant, l) in &view.look_alikes {
-            if tenant != &scope.tenant || !visible(&l.a) || !visible(&l.b) {
+            if tenant != scope.tenant() || !visible(&l.a) || !visible(&l.b) {
                 continue;
             }
             // One entry per pair, named from the side that was hit (a first).
@@ -320,5 +421,23 @@ impl Engine {
             subgraph: None,
             reports: None,
         })
+    }
+}
+
+/// `Cancelled` once `cancel` has fired, so a stage does not start work nobody waits for.
+pub(crate) fn cancelled(cancel: &Cancel) -> Result<()> {
+    cancel.check().map_err(Error::Cancelled)
+}
+
+/// The embedding queue's refusals as the engine's own errors (busy, cancelled).
+pub(crate) fn embed_error(e: dossier_core::Error) -> Error {
+    use dossier_embed::QueueRefusal as R;
+    match dossier_embed::queue_refusal(&e) {
+        Some(R::Busy) => Error::Busy(e.to_string()),
+        Some(R::Cancelled) => Error::Cancelled(dossier_core::cancel::Cancelled::Cancelled),
+        Some(R::DeadlineExceeded) => {
+            Error::Cancelled(dossier_core::cancel::Cancelled::DeadlineExceeded)
+        }
+        Some(R::ShutDown) | None => Error::Model(e),
     }
 }

@@ -62,8 +62,8 @@ fn has_edge(s: &SubgraphJson, from: &str, relation: &str, to: &str) -> bool {
         .any(|e| e.from == from && e.relation == relation && e.to == to)
 }
 
-fn scope(engine: &Engine, who: &str) -> dossier_core::Scope {
-    dossier_core::Scope::new(&engine.principal(who).unwrap(), date(NOW))
+fn scope(engine: &Engine, who: &str) -> dossier_engine::Scope {
+    engine.scope(who, date(NOW)).unwrap()
 }
 
 #[test]
@@ -241,7 +241,7 @@ fn export_and_graphml_hold_only_visible_provenance() {
     let xml = g.to_graphml();
     assert!(xml.starts_with("<?xml") && xml.contains("<graphml") && !xml.contains("E-1"));
     // As of a date when 1.0 was in force, its facts are there and 2.0's are not.
-    let then = dossier_core::Scope::new(&e.principal("u7").unwrap(), date("2025-06-01"));
+    let then = e.scope("u7", date("2025-06-01")).unwrap();
     let old = e.graph_export(&then).unwrap();
     let cites: Vec<&String> = old.edges.iter().flat_map(|x| &x.provenance).collect();
     assert!(
@@ -563,7 +563,7 @@ mod property {
             }
             // Every community report the principal gets is built from sources it may read,
             // and every sentence of it comes from its lineage.
-            let scope = dossier_core::Scope::new(&engine.principal(&format!("p{who}")).unwrap(), at);
+            let scope = engine.scope(&format!("p{who}"), at).unwrap();
             for rep in engine.community_reports(&scope).unwrap() {
                 for c in &rep.sources {
                     prop_assert!(allowed.contains(&cited(c)), "report {} built from {}", rep.community_id, c);

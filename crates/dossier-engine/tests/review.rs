@@ -181,10 +181,7 @@ fn an_approved_merge_joins_two_names_in_the_graph_and_a_rejection_keeps_them_apa
     let report = engine.ingest(&[corpus], &mut ()).unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
 
-    let scope = dossier_core::Scope::new(
-        &engine.principal("ops").unwrap(),
-        "2026-11-30".parse().unwrap(),
-    );
+    let scope = engine.scope("ops", "2026-11-30".parse().unwrap()).unwrap();
     let before = engine.graph_entity(&scope, "settlement-gateway").unwrap();
     assert!(
         before.edges.iter().all(|e| e.to != "team-orbit"),

@@ -1,10 +1,16 @@
 //! The admission set: which document-version ordinals a search may return.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+/// Gives every admission set built an identity, shared by its clones.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A bitset over document-version ordinals, cheap to clone into search closures.
 #[derive(Debug, Clone, Default)]
 pub struct Admit {
+    /// Identity of this set (clones share it), for caches of per-set statistics.
+    id: u64,
     bits: Arc<Vec<u64>>,
     count: usize,
     /// Set by the caller when the set holds every live document version, so that a text
@@ -27,6 +33,7 @@ impl Admit {
             }
         }
         Admit {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             bits: Arc::new(bits),
             count,
             everything: false,
@@ -39,6 +46,11 @@ impl Admit {
     pub fn covering_everything(mut self, everything: bool) -> Admit {
         self.everything = everything;
         self
+    }
+
+    /// The set's identity: equal for clones, different for every set built.
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     pub fn is_everything(&self) -> bool {

@@ -4,17 +4,27 @@
 //! chunk's sequence number (`seq`) and its document-version ordinal (`dv`). The
 //! admission filter is applied by a collector on `dv` while hits are collected, so a
 //! top-k is always cut from admitted hits only.
+//!
+//! **Scores depend only on admitted text.** BM25's document frequencies, document
+//! count and average length are computed over the admitted set ([`AdmittedStats`]),
+//! not the whole index: otherwise a caller could learn, from the score of a hit they
+//! may read, how often a rare term occurs in text they may not (another tenant's, or a
+//! restricted document's), and deleted chunks would count too.
 
 use std::path::Path;
+
+use std::collections::HashMap;
 
 use parking_lot::Mutex;
 use tantivy::collector::{FilterCollector, TopDocs};
 use tantivy::directory::MmapDirectory;
-use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
+use tantivy::query::{Bm25StatisticsProvider, BooleanQuery, Occur, Query, TermQuery};
 use tantivy::schema::{
     Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST, INDEXED,
 };
-use tantivy::{doc, Index, IndexReader, IndexWriter, ReloadPolicy, Term};
+use tantivy::{
+    doc, DocSet, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, Term, TERMINATED,
+};
 
 use crate::{analyzer, Admit, Result, Scored};
 
@@ -37,7 +47,14 @@ pub struct Bm25Index {
     writer: Mutex<Option<IndexWriter>>,
     seq: Field,
     body: Field,
+    /// Document count and token total of admitted sets, by (admission set, searcher
+    /// generation): both are a pass over every live chunk, the same for every query
+    /// of a scope until the next commit.
+    totals: Mutex<HashMap<(u64, u64), (u64, u64)>>,
 }
+
+/// Admission sets whose totals are kept before the map is emptied.
+const TOTALS_CACHE: usize = 256;
 
 fn schema() -> (Schema, Field, Field) {
     let mut b = Schema::builder();
@@ -87,6 +104,7 @@ impl Bm25Index {
             index,
             reader,
             writer: Mutex::new(None),
+            totals: Mutex::new(HashMap::new()),
         })
     }
 
@@ -171,8 +189,13 @@ impl Bm25Index {
         }
         let query = BooleanQuery::new(clauses);
         let searcher = self.reader.searcher();
+        let stats = self.admitted_stats(&searcher, admit)?;
         let top = if admit.is_everything() {
-            searcher.search(&query, &TopDocs::with_limit(k).order_by_score())?
+            searcher.search_with_statistics_provider(
+                &query,
+                &TopDocs::with_limit(k).order_by_score(),
+                &stats,
+            )?
         } else {
             let admit = admit.clone();
             let collector = FilterCollector::new(
@@ -180,7 +203,7 @@ impl Bm25Index {
                 move |dv: u64| admit.contains(dv as u32),
                 TopDocs::with_limit(k).order_by_score(),
             );
-            searcher.search(&query, &collector)?
+            searcher.search_with_statistics_provider(&query, &collector, &stats)?
         };
         let mut out = Vec::with_capacity(top.len());
         let mut columns: Vec<Option<tantivy::columnar::Column<u64>>> =
@@ -200,6 +223,95 @@ impl Bm25Index {
             }
         }
         Ok(out)
+    }
+}
+
+impl Bm25Index {
+    /// The BM25 statistics of the chunks `admit` lets through, on this searcher.
+    fn admitted_stats<'a>(
+        &self,
+        searcher: &'a Searcher,
+        admit: &'a Admit,
+    ) -> Result<AdmittedStats<'a>> {
+        let key = (admit.id(), searcher.generation().generation_id());
+        let cached = self.totals.lock().get(&key).copied();
+        let (docs, tokens) = match cached {
+            Some(t) => t,
+            None => {
+                let t = admitted_totals(searcher, self.body, admit)?;
+                let mut totals = self.totals.lock();
+                if totals.len() >= TOTALS_CACHE {
+                    totals.clear();
+                }
+                totals.insert(key, t);
+                t
+            }
+        };
+        Ok(AdmittedStats {
+            searcher,
+            admit,
+            docs,
+            tokens,
+        })
+    }
+}
+
+/// Live admitted chunks and their tokens in `body` (from the field norms, which is
+/// what BM25 itself uses for a chunk's length).
+fn admitted_totals(searcher: &Searcher, body: Field, admit: &Admit) -> Result<(u64, u64)> {
+    let (mut docs, mut tokens) = (0u64, 0u64);
+    for seg in searcher.segment_readers() {
+        let dv = seg.fast_fields().u64("dv")?;
+        let norms = seg.get_fieldnorms_reader(body)?;
+        for doc in seg.doc_ids_alive() {
+            if dv.first(doc).is_some_and(|d| admit.contains(d as u32)) {
+                docs += 1;
+                tokens += u64::from(norms.fieldnorm(doc));
+            }
+        }
+    }
+    Ok((docs, tokens))
+}
+
+/// BM25 statistics over the admitted set only (see the module docs).
+pub struct AdmittedStats<'a> {
+    searcher: &'a Searcher,
+    admit: &'a Admit,
+    docs: u64,
+    tokens: u64,
+}
+
+impl Bm25StatisticsProvider for AdmittedStats<'_> {
+    fn total_num_tokens(&self, _field: Field) -> tantivy::Result<u64> {
+        // One text field is scored; at least 1 so an average length is defined.
+        Ok(self.tokens.max(1))
+    }
+
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        Ok(self.docs.max(1))
+    }
+
+    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        let mut n = 0u64;
+        for seg in self.searcher.segment_readers() {
+            let index = seg.inverted_index(term.field())?;
+            let Some(mut postings) = index.read_postings(term, IndexRecordOption::Basic)? else {
+                continue;
+            };
+            let dv = seg.fast_fields().u64("dv")?;
+            let alive = seg.alive_bitset();
+            let mut doc = postings.doc();
+            while doc != TERMINATED {
+                if alive.is_none_or(|a| a.is_alive(doc))
+                    && dv.first(doc).is_some_and(|d| self.admit.contains(d as u32))
+                {
+                    n += 1;
+                }
+                doc = postings.advance();
+            }
+        }
+        // Never more than the document count (BM25's idf requires it).
+        Ok(n.min(self.docs.max(1)))
     }
 }
 
@@ -246,6 +358,48 @@ mod tests {
             .search("payments", 5, &Admit::from_ordinals([0, 1]))
             .unwrap()
             .is_empty());
+    }
+
+    /// Scores must not reveal text outside the admitted set: the same admitted chunk
+    /// scores the same whether or not unreadable chunks with the query's terms exist.
+    #[test]
+    fn scores_depend_only_on_admitted_text() {
+        let mine = TextDoc {
+            seq: 1,
+            dv: 0,
+            text: "quarterly settlement report for the zephyr account".into(),
+        };
+        let filler = |seq: u64, dv: u32| TextDoc {
+            seq,
+            dv,
+            text: format!("ordinary filler text number {seq} about invoices"),
+        };
+        let alone = Bm25Index::in_memory().unwrap();
+        let mut docs = vec![mine.clone(), filler(2, 0), filler(3, 0)];
+        alone.add(&docs).unwrap();
+        alone.commit(1).unwrap();
+        // Same admitted chunks, plus many unadmitted ones full of the rare term.
+        let crowded = Bm25Index::in_memory().unwrap();
+        for i in 0..50 {
+            docs.push(TextDoc {
+                seq: 100 + i,
+                dv: 1,
+                text: "zephyr zephyr secret merger zephyr".into(),
+            });
+        }
+        crowded.add(&docs).unwrap();
+        crowded.commit(1).unwrap();
+        let admit = Admit::from_ordinals([0]);
+        let a = alone.search("zephyr settlement", 3, &admit).unwrap();
+        let b = crowded.search("zephyr settlement", 3, &admit).unwrap();
+        assert_eq!(a.len(), 1);
+        assert_eq!(a, b, "unadmitted text changed an admitted score");
+        // Deleted chunks do not count either.
+        crowded.delete(&(100..150).collect::<Vec<_>>()).unwrap();
+        crowded.commit(2).unwrap();
+        let everything = Admit::from_ordinals([0]).covering_everything(true);
+        let c = crowded.search("zephyr settlement", 3, &everything).unwrap();
+        assert_eq!(a, c, "deleted text changed a score");
     }
 
     #[test]

@@ -120,15 +120,31 @@ pub async fn put_principal(
             Failure::Invalid("ids and groups are 1–128 characters without spaces".into()),
         ));
     }
+    // What an admin may do to principals: manage the tenant's *other* principals (any
+    // groups). It cannot change its own — an admin key never widens its own reach — and
+    // since keys are the operator's (the keys file), it cannot act as the principals it
+    // manages. An operator may change any.
+    if id == caller.principal && !caller.operator {
+        return Err(ApiError::new(
+            &rid,
+            Failure::Invalid("an admin cannot change their own principal".into()),
+        ));
+    }
     let engine = state.engine.clone();
+    let keys = state.keys.clone();
     let tenant = caller.tenant.clone();
     let out = blocking(&rid, move || {
+        let unusable = || Failure::Invalid("this principal id cannot be used".into());
         match engine.principal(&id) {
-            Ok(p) if p.tenant != tenant => {
-                // Principal ids are global; the message does not say whose it is.
-                return Err(Failure::Invalid("this principal id cannot be used".into()));
+            // Principal ids are global; the message does not say whose it is.
+            Ok(p) if p.tenant != tenant => return Err(unusable()),
+            Ok(_) => {}
+            // A new principal whose id a key already names would hand that key the
+            // groups chosen here: creating it is refused the same way.
+            Err(dossier_engine::Error::NotFound(_)) if keys.names_principal(&id) => {
+                return Err(unusable())
             }
-            Ok(_) | Err(dossier_engine::Error::NotFound(_)) => {}
+            Err(dossier_engine::Error::NotFound(_)) => {}
             Err(e) => return Err(e.into()),
         }
         let mut groups = b.groups;
@@ -189,7 +205,7 @@ pub async fn get_job(
     responses(
         (status = 202, description = "A rebuild of the indexes from the catalog into a draft generation, promoted when complete (the previous one is kept for rollback)", body = JobInfo),
         (status = 401, description = "No or unknown API key", body = ErrorBody),
-        (status = 403, description = "The key has no admin scope", body = ErrorBody),
+        (status = 403, description = "The key has no operator scope (a reindex reaches every tenant)", body = ErrorBody),
         (status = 429, description = "The tenant runs as many expensive operations as it may", body = ErrorBody),
         (status = 503, description = "The server is shutting down", body = ErrorBody)))]
 pub async fn start_reindex_job(
@@ -197,6 +213,8 @@ pub async fn start_reindex_job(
     caller: Caller,
 ) -> Result<(StatusCode, Json<JobInfo>), ApiError> {
     let rid = caller.request_id.clone();
+    // A reindex rebuilds every tenant's indexes: the operator's, not a tenant admin's.
+    caller.require_operator()?;
     let permit = state.begin_expensive_write(&caller)?;
     let job = state.jobs.start(&caller.tenant, "reindex", &rid.0);
     let info = state

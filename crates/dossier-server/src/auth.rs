@@ -2,12 +2,19 @@
 //!
 //! ```yaml
 //! - {key_sha256: 9f86d0…, principal: u7, admin: false}
+//! - {key_sha256: 2c26b4…, principal: ops, admin: true, operator: true}
 //! ```
+//!
+//! Three levels: a plain key reads as its principal; `admin` also writes within the
+//! principal's tenant (documents, principals, review decisions, ingest jobs);
+//! `operator` (which implies admin) may also run store-wide operations such as a
+//! reindex, which touch every tenant.
 //!
 //! The file holds only hashes; a presented key is hashed and looked up. The file is
 //! re-read when its modification time, size or inode changes (checked on every
 //! lookup) or on [`KeyStore::reload`] (SIGHUP), so keys rotate without a restart.
 
+use dossier_engine::Scope;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
@@ -38,6 +45,8 @@ pub struct KeyEntry {
     pub principal: String,
     /// May write (documents, principals, review decisions, jobs) within its tenant.
     pub admin: bool,
+    /// May also run store-wide operations (reindex). Implies `admin`.
+    pub operator: bool,
 }
 
 #[derive(Deserialize)]
@@ -47,6 +56,8 @@ struct KeyLine {
     principal: String,
     #[serde(default)]
     admin: bool,
+    #[serde(default)]
+    operator: bool,
 }
 
 /// Identifies one state of the keys file on disk.
@@ -126,7 +137,8 @@ fn parse(path: &Path, text: &str) -> Result<HashMap<[u8; 32], KeyEntry>, KeysErr
         }
         let entry = KeyEntry {
             principal: line.principal,
-            admin: line.admin,
+            admin: line.admin || line.operator,
+            operator: line.operator,
         };
         if keys.insert(hash, entry).is_some() {
             return Err(err(format!(
@@ -188,6 +200,12 @@ impl KeyStore {
         Ok(n)
     }
 
+    /// Whether some key in force runs as principal `id`.
+    pub fn names_principal(&self, id: &str) -> bool {
+        self.reload_if_changed();
+        self.read().keys.values().any(|k| k.principal == id)
+    }
+
     fn reload_if_changed(&self) {
         let now = Stamp::of(&self.path);
         if now == self.read().stamp {
@@ -212,8 +230,11 @@ impl KeyStore {
 pub struct Caller {
     pub principal: String,
     pub tenant: String,
-    pub groups: Vec<String>,
+    /// The principal's scope as the store holds it (judged today; routes move the date
+    /// with [`Scope::judged_at`], never the identity).
+    pub scope: Scope,
     pub admin: bool,
+    pub operator: bool,
     pub request_id: RequestId,
 }
 
@@ -224,6 +245,16 @@ impl Caller {
             Ok(())
         } else {
             Err(ApiError::new(&self.request_id, Failure::AdminRequired))
+        }
+    }
+
+    /// `Failure::OperatorRequired` unless the key has the operator scope (store-wide
+    /// operations, which reach every tenant).
+    pub fn require_operator(&self) -> Result<(), ApiError> {
+        if self.operator {
+            Ok(())
+        } else {
+            Err(ApiError::new(&self.request_id, Failure::OperatorRequired))
         }
     }
 }
@@ -250,7 +281,8 @@ impl FromRequestParts<AppState> for Caller {
         let engine = state.engine.clone();
         let found = tokio::task::spawn_blocking(move || {
             let entry = keys.lookup(&key).ok_or(Failure::Unauthorized)?;
-            let p = engine.principal(&entry.principal).map_err(|e| match e {
+            let today = chrono::Local::now().date_naive();
+            let p = engine.scope(&entry.principal, today).map_err(|e| match e {
                 dossier_engine::Error::NotFound(_) => Failure::UnknownPrincipal,
                 other => other.into(),
             })?;
@@ -263,13 +295,14 @@ impl FromRequestParts<AppState> for Caller {
         // Every authenticated request counts against its tenant's rate.
         state
             .limits
-            .check_rate(&p.tenant)
+            .check_rate(p.tenant())
             .map_err(|f| ApiError::new(&request_id, f))?;
         Ok(Caller {
             principal: entry.principal,
-            tenant: p.tenant,
-            groups: p.groups,
+            tenant: p.tenant().to_string(),
+            scope: p,
             admin: entry.admin,
+            operator: entry.operator,
             request_id,
         })
     }

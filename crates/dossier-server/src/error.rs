@@ -32,6 +32,10 @@ pub enum Failure {
     MethodNotAllowed,
     /// The route writes or administers, and the key has no admin scope.
     AdminRequired,
+    /// The route is store-wide (reaches every tenant), and the key is no operator's.
+    OperatorRequired,
+    /// A field of the request is larger than the server takes (`what`, `limit`).
+    TooLarge { what: &'static str, limit: usize },
     /// The tenant sent more requests than its rate allows; retry after this many seconds.
     RateLimited { retry_after_secs: u64 },
     /// The tenant already runs as many expensive operations as it may at once.
@@ -50,7 +54,7 @@ pub struct ErrorBody {
     /// Human-readable; never echoes what was asked for on a 404.
     pub message: String,
     /// Stable machine-readable code: `unauthorized`, `unknown_principal`,
-    /// `admin_required`, `invalid_request`, `invalid_body`, `not_found`, `no_route`,
+    /// `admin_required`, `operator_required`, `payload_too_large`, `invalid_request`, `invalid_body`, `not_found`, `no_route`,
     /// `method_not_allowed`, `rate_limited`, `too_many_concurrent`,
     /// `deadline_exceeded`, `shutting_down`, `internal`.
     pub code: String,
@@ -125,6 +129,19 @@ impl Failure {
                 "permission_error",
                 "this route needs an API key with the admin scope".into(),
             ),
+            Failure::OperatorRequired => (
+                StatusCode::FORBIDDEN,
+                "operator_required",
+                "permission_error",
+                "this route reaches every tenant and needs an API key with the operator scope"
+                    .into(),
+            ),
+            Failure::TooLarge { what, limit } => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                "invalid_request_error",
+                format!("{what} is longer than the {limit} characters the server takes"),
+            ),
             Failure::RateLimited { retry_after_secs } => (
                 StatusCode::TOO_MANY_REQUESTS,
                 "rate_limited",
@@ -166,6 +183,10 @@ impl From<dossier_engine::Error> for Failure {
         match e {
             dossier_engine::Error::NotFound(_) => Failure::NotFound,
             dossier_engine::Error::Invalid(m) => Failure::Invalid(m),
+            dossier_engine::Error::Cancelled(_) => Failure::DeadlineExceeded,
+            dossier_engine::Error::Busy(_) => Failure::Busy {
+                retry_after_secs: 1,
+            },
             other => Failure::Internal(other.to_string()),
         }
     }

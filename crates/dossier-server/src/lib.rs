@@ -71,6 +71,10 @@ pub struct ServerConfig {
     pub uploads_dir: Option<PathBuf>,
     /// One line per request on stderr (time, request id, method, path, status, time taken).
     pub access_log: bool,
+    /// After a shutdown signal, how long requests and jobs in flight may run on before
+    /// the server stops regardless (a commit is one transaction, so nothing half-done
+    /// is kept: an unfinished job is reported failed on the next start's job list).
+    pub drain_timeout: std::time::Duration,
 }
 
 impl Default for ServerConfig {
@@ -81,6 +85,7 @@ impl Default for ServerConfig {
             trace_entries: 1000,
             uploads_dir: None,
             access_log: false,
+            drain_timeout: std::time::Duration::from_secs(20),
         }
     }
 }
@@ -177,6 +182,7 @@ pub fn router(state: AppState) -> Router {
         .merge(metrics::router())
         .merge(ui::router())
         .merge(openapi::router())
+        .layer(axum::extract::DefaultBodyLimit::max(routes::MAX_JSON_BODY))
         .fallback(routes::no_route)
         .method_not_allowed_fallback(routes::wrong_method)
         .layer(axum::middleware::from_fn_with_state(
@@ -208,16 +214,42 @@ pub async fn serve_on(
     let hup = reload_on_hangup(state.keys.clone());
     let stopping = state.stopping.clone();
     let jobs = state.jobs.clone();
-    let result = axum::serve(listener, router(state))
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            // From here on writes and new jobs are refused; requests in flight finish.
-            stopping.store(true, Ordering::SeqCst);
-        })
-        .await;
-    // Jobs run past the requests that started them: wait for each to reach its end
-    // (every commit is one catalog transaction, so nothing is left half-done).
-    jobs.wait_idle().await;
+    let drain = state.config.drain_timeout;
+    let (signalled, on_signal) = tokio::sync::oneshot::channel::<()>();
+    let server = axum::serve(listener, router(state)).with_graceful_shutdown(async move {
+        shutdown.await;
+        // From here on writes and new jobs are refused; requests in flight finish.
+        stopping.store(true, Ordering::SeqCst);
+        let _ = signalled.send(());
+    });
+    // Shutdown ends in bounded time: requests and jobs in flight get `drain` after the
+    // signal, then the server stops regardless (every commit is one catalog
+    // transaction, so whatever did not finish is simply not there).
+    let deadline = async move {
+        if on_signal.await.is_err() {
+            // The server ended without a signal (an accept error): nothing to bound.
+            std::future::pending::<()>().await;
+        }
+        tokio::time::sleep(drain).await;
+    };
+    tokio::pin!(deadline);
+    let result = tokio::select! {
+        r = server => {
+            // Jobs run past the requests that started them: wait for each to reach
+            // its end, within what is left of the drain time.
+            tokio::select! {
+                _ = jobs.wait_idle() => {}
+                _ = &mut deadline => {
+                    eprintln!("dossier-server: drain time over; jobs still running are abandoned");
+                }
+            }
+            r
+        }
+        _ = &mut deadline => {
+            eprintln!("dossier-server: drain time over; requests still running are abandoned");
+            Ok(())
+        }
+    };
     if let Some(h) = hup {
         h.abort();
     }
@@ -260,7 +292,7 @@ pub fn serve_blocking(addr: SocketAddr, state: AppState) -> std::io::Result<()> 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    rt.block_on(async move {
+    let result = rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         eprintln!(
             "dossier: serving on http://{} ({} keys)",
@@ -268,7 +300,11 @@ pub fn serve_blocking(addr: SocketAddr, state: AppState) -> std::io::Result<()> 
             state.keys.len()
         );
         serve_on(listener, state, stop_signal()).await
-    })
+    });
+    // Blocking work still running (an abandoned request) must not hold the process:
+    // dropping a runtime waits for its blocking threads, forever if need be.
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    result
 }
 
 async fn stop_signal() {

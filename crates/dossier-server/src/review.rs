@@ -4,8 +4,10 @@
 //!
 //! **Invariants:** admin keys only, and only the key's tenant: another tenant's
 //! candidate reads like one that does not exist. The reviewer recorded in a decision is
-//! the key's principal, never a name from the body. Supporting text is shown only from
-//! versions the reviewer's principal may read (tenant and ACL); the rest is left out.
+//! the key's principal, never a name from the body. What an admin may read: a
+//! candidate only when every source it was built from is one the admin's own principal
+//! may read (`Engine::review_readable`) — otherwise it reads like one that does not
+//! exist — and supporting text only from versions that principal may read.
 //! Every decision commits and empties the answer cache.
 
 use axum::extract::rejection::{JsonRejection, QueryRejection};
@@ -93,9 +95,22 @@ pub async fn list(
     };
     let engine = state.engine.clone();
     let items = blocking(&rid, move || {
-        let mut items = engine
+        let scope = scope_of(&caller, None, None);
+        let items = engine
             .review_list(Some(&caller.tenant), all)
             .map_err(Failure::from)?;
+        // What an admin may read: candidates built only from sources their own
+        // principal may read (see Engine::review_readable).
+        let mut readable = Vec::with_capacity(items.len());
+        for item in items {
+            if engine
+                .review_readable(&scope, &item)
+                .map_err(Failure::from)?
+            {
+                readable.push(item);
+            }
+        }
+        let mut items = readable;
         if q.evidence.unwrap_or(true) {
             engine
                 .review_with_evidence(&mut items)
@@ -114,8 +129,17 @@ async fn find(state: &AppState, caller: &Caller, id: String) -> Result<ReviewIte
     let engine = state.engine.clone();
     let caller2 = caller.clone();
     blocking(&caller.request_id, move || {
-        let mut item = engine.review_show(&id).map_err(Failure::from)?;
-        if item.tenant != caller2.tenant {
+        // Only the key's tenant is looked at (its graph alone is built); another
+        // tenant's candidate, and one built from text the admin may not read, read
+        // like one that does not exist.
+        let mut item = engine
+            .review_show_in(Some(&caller2.tenant), &id)
+            .map_err(Failure::from)?;
+        let scope = scope_of(&caller2, None, None);
+        if !engine
+            .review_readable(&scope, &item)
+            .map_err(Failure::from)?
+        {
             return Err(Failure::NotFound);
         }
         visible_evidence(&engine, &caller2, &mut item);
@@ -155,10 +179,11 @@ async fn decide(
     find(&state, &caller, id.clone()).await?;
     let engine = state.engine.clone();
     let by = caller.principal.clone();
+    let tenant = caller.tenant.clone();
     let note = b.note.unwrap_or_default();
     let d = blocking(&rid, move || {
         engine
-            .review_decide(&id, verdict, &by, &note)
+            .review_decide_in(Some(&tenant), &id, verdict, &by, &note)
             .map_err(Failure::from)
     })
     .await;

@@ -14,7 +14,8 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::NaiveDate;
 use dossier_agent::{Agent, AskRequest, EngineTools};
-use dossier_core::Scope;
+use dossier_core::cancel::Cancel;
+use dossier_engine::Scope;
 use dossier_engine::{Engine, Mode, SearchRequest};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -120,12 +121,7 @@ where
 
 /// The caller's scope at a date (the as-of date, else the business date, else today).
 pub(crate) fn scope_of(caller: &Caller, now: Option<NaiveDate>, as_of: Option<NaiveDate>) -> Scope {
-    Scope {
-        principal_id: caller.principal.clone(),
-        tenant: caller.tenant.clone(),
-        groups: caller.groups.clone(),
-        at: as_of.or(now).unwrap_or_else(today),
-    }
+    caller.scope.judged_at(as_of.or(now).unwrap_or_else(today))
 }
 
 fn generation(engine: &Engine) -> Result<u64, Failure> {
@@ -142,7 +138,7 @@ fn cache_key(
     generation: u64,
     request: &impl Serialize,
 ) -> CacheKey {
-    let mut groups = caller.groups.clone();
+    let mut groups = caller.scope.groups().to_vec();
     groups.sort();
     CacheKey {
         route,
@@ -165,8 +161,42 @@ pub(crate) fn cached_json(v: Arc<Value>, hit: bool) -> Response {
 }
 
 pub(crate) fn body<T>(rid: &RequestId, b: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
-    b.map(|Json(v)| v)
-        .map_err(|e| ApiError::new(rid, Failure::BadBody(e.body_text())))
+    b.map(|Json(v)| v).map_err(|e| {
+        if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                rid,
+                Failure::TooLarge {
+                    what: "the request body",
+                    limit: MAX_JSON_BODY,
+                },
+            )
+        } else {
+            ApiError::new(rid, Failure::BadBody(e.body_text()))
+        }
+    })
+}
+
+/// Bytes a JSON request body may have (uploads have their own, larger limit). Set on
+/// the whole router, so the framework refuses a larger body before reading it.
+pub const MAX_JSON_BODY: usize = 64 * 1024;
+/// Characters a search query may have: a query is embedded and tokenised whole, so
+/// its length is work the caller chooses.
+pub const MAX_QUERY_CHARS: usize = 2_000;
+/// Characters a question (ask, or a chat completion's last user message) may have.
+pub const MAX_QUESTION_CHARS: usize = 4_000;
+
+/// `TooLarge` when `text` is over `limit` characters.
+pub(crate) fn within(
+    rid: &RequestId,
+    what: &'static str,
+    text: &str,
+    limit: usize,
+) -> Result<(), ApiError> {
+    // Bytes bound characters from above: most texts never need counting.
+    if text.len() > limit && text.chars().count() > limit {
+        return Err(ApiError::new(rid, Failure::TooLarge { what, limit }));
+    }
+    Ok(())
 }
 
 /// The query string's parameters, or the `invalid` error its rejection reads as.
@@ -237,6 +267,7 @@ pub async fn search(
             Failure::Invalid("query is empty".into()),
         ));
     }
+    within(&rid, "query", &b.query, MAX_QUERY_CHARS)?;
     let req = SearchRequest {
         principal: caller.principal.clone(),
         query: b.query,
@@ -258,8 +289,9 @@ pub async fn search(
         return Ok(cached_json(v, true));
     }
     state.metrics.cache_miss("/v1/search");
-    // Graph modes build views and propagate: they take one of the tenant's slots.
-    let permit = if mode.is_graph() {
+    // Every mode but BM25 embeds the query (graph modes also build views and
+    // propagate): they take one of the tenant's slots.
+    let permit = if mode != Mode::Bm25 {
         Some(
             state
                 .limits
@@ -272,11 +304,23 @@ pub async fn search(
     let deadline = state.limits.config().search_deadline;
     let engine = state.engine.clone();
     let run = req.clone();
+    // The work is abandoned at the deadline, not left running: its queued embedding is
+    // dropped unrun and its stages stop, which frees the tenant's slot.
+    let cancel = Cancel::with_timeout(deadline);
+    let work_cancel = cancel.clone();
     let work = blocking(&rid, move || {
         let _permit = permit;
-        engine.search(&run).map_err(Failure::from)
+        engine
+            .search_until(&run, &work_cancel)
+            .map_err(Failure::from)
     });
-    let value = match tokio::time::timeout(deadline, work).await {
+    let outcome = tokio::time::timeout(deadline, work).await;
+    cancel.cancel();
+    let value = match outcome {
+        // Cancelled by its own deadline inside the engine: the same as a timeout.
+        Ok(Err(e)) if matches!(e.failure, Failure::DeadlineExceeded) && mode != Mode::Bm25 => {
+            return degraded_search(&state, &rid, req, mode, deadline).await;
+        }
         Ok(resp) => {
             let v = Arc::new(
                 serde_json::to_value(resp?)
@@ -285,33 +329,48 @@ pub async fn search(
             state.cache.put(key, v.clone());
             v
         }
-        // Past the deadline: an honest, degraded answer from BM25 (which does not
-        // embed or walk the graph), saying so; never cached.
         Err(_) if mode != Mode::Bm25 => {
-            let engine = state.engine.clone();
-            let mut fallback = req.clone();
-            fallback.mode = Mode::Bm25;
-            let resp = tokio::time::timeout(
-                deadline,
-                blocking(&rid, move || {
-                    engine.search(&fallback).map_err(Failure::from)
-                }),
-            )
-            .await
-            .map_err(|_| ApiError::new(&rid, Failure::DeadlineExceeded))??;
-            let mut v = serde_json::to_value(resp)
-                .map_err(|e| ApiError::new(&rid, Failure::Internal(e.to_string())))?;
-            v["degraded"] = serde_json::json!({
-                "from": mode.name(),
-                "to": "bm25",
-                "reason": format!("{} mode did not finish within the {} ms deadline", mode.name(), deadline.as_millis()),
-            });
-            state.metrics.degraded("/v1/search");
-            return Ok(cached_json(Arc::new(v), false));
+            return degraded_search(&state, &rid, req, mode, deadline).await;
         }
         Err(_) => return Err(ApiError::new(&rid, Failure::DeadlineExceeded)),
     };
     Ok(cached_json(value, false))
+}
+
+/// Past the deadline: an honest, degraded answer from BM25 (which does not embed or
+/// walk the graph), saying so; never cached. It has a deadline of its own.
+async fn degraded_search(
+    state: &AppState,
+    rid: &RequestId,
+    req: SearchRequest,
+    mode: Mode,
+    deadline: Duration,
+) -> Result<Response, ApiError> {
+    let engine = state.engine.clone();
+    let mut fallback = req;
+    fallback.mode = Mode::Bm25;
+    let cancel = Cancel::with_timeout(deadline);
+    let work_cancel = cancel.clone();
+    let resp = tokio::time::timeout(
+        deadline,
+        blocking(rid, move || {
+            engine
+                .search_until(&fallback, &work_cancel)
+                .map_err(Failure::from)
+        }),
+    )
+    .await;
+    cancel.cancel();
+    let resp = resp.map_err(|_| ApiError::new(rid, Failure::DeadlineExceeded))??;
+    let mut v = serde_json::to_value(resp)
+        .map_err(|e| ApiError::new(rid, Failure::Internal(e.to_string())))?;
+    v["degraded"] = serde_json::json!({
+        "from": mode.name(),
+        "to": "bm25",
+        "reason": format!("{} mode did not finish within the {} ms deadline", mode.name(), deadline.as_millis()),
+    });
+    state.metrics.degraded("/v1/search");
+    Ok(cached_json(Arc::new(v), false))
 }
 
 #[utoipa::path(post, path = "/v1/ask", tag = "ask",
@@ -373,6 +432,7 @@ pub(crate) async fn run_ask(
             Failure::Invalid("question is empty".into()),
         ));
     }
+    within(&rid, "question", &req.question, MAX_QUESTION_CHARS)?;
     req.principal = caller.principal.clone();
     let question = req.question.clone();
     let engine = state.engine.clone();
@@ -406,21 +466,43 @@ pub(crate) async fn run_ask(
             let engine = state.engine.clone();
             let metrics = state.metrics.clone();
             let model = state.model.clone();
+            let audit_rid = rid.0.clone();
+            // Abandoned at the outer deadline: the agent's searches stop and their
+            // queued embeddings are dropped, so the slot is freed.
+            let cancel = Cancel::with_timeout(deadline + Duration::from_secs(5));
+            let work_cancel = cancel.clone();
             let work = blocking(&rid, move || {
                 let _permit = permit;
-                let tools = EngineTools::new(&engine);
+                let mut tools = EngineTools::new(&engine);
+                tools.cancel = work_cancel;
                 let agent = Agent {
                     engine: &engine,
                     tools: &tools,
                     model: model.as_deref(),
                 };
-                let resp = agent.ask(&req).map_err(Failure::from)?;
-                metrics.observe_ask(&resp);
-                serde_json::to_value(&resp).map_err(|e| Failure::Internal(e.to_string()))
+                let asked = agent.ask_audited(&req).map_err(Failure::from)?;
+                // What the caller may not be told goes to the operator's log only.
+                // What the caller may not be told goes to the operator's log (stderr,
+                // one JSON line per entry) only.
+                for a in &asked.audit {
+                    eprintln!(
+                        "dossier-server: audit {}",
+                        serde_json::json!({
+                            "request_id": audit_rid,
+                            "principal": req.principal,
+                            "step": a.step,
+                            "action": a.action,
+                            "status": a.status,
+                            "note": a.note,
+                        })
+                    );
+                }
+                metrics.observe_ask(&asked.response);
+                serde_json::to_value(&asked.response).map_err(|e| Failure::Internal(e.to_string()))
             });
-            let v = tokio::time::timeout(deadline + Duration::from_secs(5), work)
-                .await
-                .map_err(|_| ApiError::new(&rid, Failure::DeadlineExceeded))??;
+            let outcome = tokio::time::timeout(deadline + Duration::from_secs(5), work).await;
+            cancel.cancel();
+            let v = outcome.map_err(|_| ApiError::new(&rid, Failure::DeadlineExceeded))??;
             let v = Arc::new(v);
             state.cache.put(key, v.clone());
             (v, false)

@@ -400,7 +400,12 @@ async fn jobs_run_after_the_answer_and_report_progress() {
         "{docs:?}"
     );
 
+    // A reindex rebuilds every tenant's indexes: a tenant admin may not start one.
     let r = s.post("/v1/jobs/reindex", "key-zhang", json!(null)).await;
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert_eq!(r.body["code"], "operator_required");
+    common::add_admin_key(&s.keys_path, "key-ops", "zhang", true);
+    let r = s.post("/v1/jobs/reindex", "key-ops", json!(null)).await;
     assert_eq!(r.status, 202, "{}", r.body);
     let done = wait_job(&s, "key-zhang", r.body["id"].as_str().unwrap()).await;
     assert_eq!(done["status"], "succeeded", "{done}");
@@ -564,10 +569,13 @@ async fn shutdown_refuses_new_writes_and_waits_for_running_jobs() {
     assert_eq!(state.jobs.running(), 0);
     let job = state.jobs.get("shop", &id).unwrap();
     assert_eq!(job.status, "succeeded", "{job:?}");
-    let scope = dossier_core::Scope::new(
-        &state.engine.principal("zhang").unwrap(),
-        chrono::NaiveDate::from_ymd_opt(2026, 11, 30).unwrap(),
-    );
+    let scope = state
+        .engine
+        .scope(
+            "zhang",
+            chrono::NaiveDate::from_ymd_opt(2026, 11, 30).unwrap(),
+        )
+        .unwrap();
     let landed = state
         .engine
         .documents_visible(&scope, None)
@@ -669,5 +677,126 @@ async fn graph_paths_follow_only_visible_edges() {
         s.get("/v1/graph/path?from=P-204", "key-zhang").await.status,
         400
     );
+    s.stop().await;
+}
+
+/// Defect: `PUT /v1/principals/{id}` could grant any group to anyone, the caller
+/// included, and create a principal id that a key already names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_cannot_widen_itself_or_take_a_keys_principal() {
+    let (_store, s) = start().await;
+    // Its own principal: refused, whatever the groups.
+    let r = s
+        .put(
+            "/v1/principals/zhang",
+            "key-zhang",
+            json!({"groups": ["support", "finance"]}),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(
+        r.body["message"],
+        "an admin cannot change their own principal"
+    );
+    // A principal the store does not hold but a key names: creating it would hand that
+    // key the groups chosen here.
+    common::add_admin_key(&s.keys_path, "key-later", "newcomer", false);
+    let r = s
+        .put(
+            "/v1/principals/newcomer",
+            "key-zhang",
+            json!({"groups": ["support"]}),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(r.body["message"], "this principal id cannot be used");
+    // The same refusal as for another tenant's principal: nothing says which it was.
+    let other = s
+        .put(
+            "/v1/principals/acme-admin",
+            "key-zhang",
+            json!({"groups": []}),
+        )
+        .await;
+    assert_eq!(other.sans_id(), r.sans_id());
+    // Managing another principal of the tenant is what an admin is for.
+    let r = s
+        .put(
+            "/v1/principals/u8",
+            "key-zhang",
+            json!({"groups": ["customer", "vip"]}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    s.stop().await;
+}
+
+/// Defect: review candidates built from restricted text were shown to every admin of
+/// the tenant. A look-alike pair whose newer side only `finance` may read: zhang
+/// (support, supply-chain) does not see the candidate at all, an admin in `finance`
+/// does, and the id reads like an unknown one to zhang.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_shows_an_admin_only_candidates_built_from_text_they_may_read() {
+    let (_store, s) = start().await;
+    let doc = |id: &str, title: &str, acl: &str| {
+        format!(
+            "---\nid: {id}\nversion: \"1\"\ntitle: {title}\ntenant: shop\nkb: finance\n{acl}effective_from: 2026-03-01\n---\n# {title}\n\nSettlement runs nightly at 02:00.\n"
+        )
+    };
+    let r = s
+        .post(
+            "/v1/documents",
+            "key-zhang",
+            upload(&[
+                ("settle-a.md", doc("settle-a", "Settlement window", "")),
+                (
+                    "settle-b.md",
+                    doc(
+                        "settle-b",
+                        "Settlement window (revised)",
+                        "acl: [finance]\n",
+                    ),
+                ),
+            ]),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    // An admin who may read both sides: u8 becomes one, with finance.
+    let r = s
+        .put(
+            "/v1/principals/u8",
+            "key-zhang",
+            json!({"groups": ["finance"]}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    common::add_admin_key(&s.keys_path, "key-fin", "u8", false);
+    let names_pair = |body: &Value| {
+        body.as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["subject"].to_string().contains("settle-b"))
+            .map(|i| i["id"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    let fin = s.get("/v1/review", "key-fin").await;
+    assert_eq!(fin.status, 200, "{}", fin.body);
+    let ids = names_pair(&fin.body);
+    assert_eq!(ids.len(), 1, "{}", fin.body);
+    let zhang = s.get("/v1/review", "key-zhang").await;
+    assert!(names_pair(&zhang.body).is_empty(), "{}", zhang.body);
+    assert!(!zhang.text.contains("settle-b"), "{}", zhang.text);
+    let hidden = s.get(&format!("/v1/review/{}", ids[0]), "key-zhang").await;
+    let unknown = s.get("/v1/review/sup-000000000000", "key-zhang").await;
+    assert_eq!(hidden.status, 404);
+    assert_eq!(hidden.sans_id(), unknown.sans_id());
+    let approve = s
+        .post(
+            &format!("/v1/review/{}/approve", ids[0]),
+            "key-zhang",
+            json!({}),
+        )
+        .await;
+    assert_eq!(approve.status, 404, "{}", approve.body);
     s.stop().await;
 }

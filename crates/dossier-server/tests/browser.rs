@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use common::{fresh_engine, shared_engine, Key};
-use dossier_core::Scope;
 use dossier_engine::Engine;
 use serde_json::{json, Value};
 
@@ -77,7 +76,7 @@ impl Server {
     /// The text of chunk `chunk_id` as the engine holds it, read as `principal` would.
     fn chunk_text(&self, principal: &str, now: &str, chunk_id: &str) -> String {
         let engine = &self.inner().state.engine;
-        let scope = Scope::new(&engine.principal(principal).unwrap(), now.parse().unwrap());
+        let scope = engine.scope(principal, now.parse().unwrap()).unwrap();
         let section = engine.section_of(&scope, chunk_id).unwrap();
         section
             .chunks

@@ -21,11 +21,13 @@
 
 pub mod catalog;
 pub mod generations;
+mod scope;
 mod store;
 
 pub use catalog::{Catalog, CatalogBackend, ChangeSet, DocEntry, StoredChunk};
 pub use generations::GenerationInfo;
-pub use store::{Manifest, Store, FORMAT_VERSION};
+pub use scope::Scope;
+pub use store::{DocsView, Manifest, Snapshot, Store, FORMAT_VERSION};
 
 /// Errors of the store.
 #[derive(Debug, thiserror::Error)]

@@ -7,13 +7,14 @@ use std::sync::Arc;
 
 use dossier_core::review::{Decision, Subject};
 use dossier_core::validity::{look_alikes, plan_validity_with, LookAlike, Validity};
-use dossier_core::{DocumentVersion, Scope, VersionRef};
+use dossier_core::{DocumentVersion, VersionRef};
 use dossier_index::Admit;
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::{Catalog, CatalogBackend, ChangeSet, CommitBatch, DocEntry};
 use crate::generations::{read_pointer, write_pointer, Generation, GenerationInfo};
+use crate::scope::Scope;
 use crate::{io_err, Error, Result};
 
 /// Version of the on-disk layout this build reads and writes.
@@ -110,16 +111,16 @@ impl DocsView {
         }
     }
 
-    /// Whether `scope` may see this entry: tenant, ACL, and in force on `scope.at`.
+    /// Whether `scope` may see this entry: tenant, ACL, and in force on `scope.at()`.
     pub fn admits(&self, i: usize, scope: &Scope) -> bool {
-        scope.may_read(&self.entries[i].meta) && self.validity[i].in_force(scope.at)
+        scope.may_read(&self.entries[i].meta) && self.validity[i].in_force(scope.at())
     }
 
     /// The admission set of a scope (the principal id does not enter into it).
     pub fn admit(&self, scope: &Scope) -> Admit {
-        let mut groups = scope.groups.clone();
+        let mut groups = scope.groups().to_vec();
         groups.sort();
-        let key = (scope.tenant.clone(), groups, scope.at);
+        let key = (scope.tenant().to_string(), groups, scope.at());
         if let Some(a) = self.admit_cache.lock().get(&key) {
             return a.clone();
         }
@@ -154,13 +155,27 @@ impl DocsView {
     }
 }
 
+/// What one request reads: the document view and the active index generation, taken
+/// together under one lock so that a reader never pairs a view with an index of another
+/// commit's making, and kept alive (an `Arc`) for the whole request whatever commits
+/// meanwhile.
+pub struct Snapshot {
+    pub view: Arc<DocsView>,
+    pub active: Arc<Generation>,
+}
+
 /// An opened store directory.
+///
+/// **Single writer path:** every change — commit, index catch-up, view swap, draft
+/// build, promote, rollback — runs under `writer`, so two commits can never replay the
+/// same change set into the indexes or publish their views out of order. Readers take a
+/// [`Snapshot`] and never wait for a writer except for the instant of the swap.
 pub struct Store {
     dir: PathBuf,
     manifest: Manifest,
     catalog: Box<dyn CatalogBackend>,
-    active: RwLock<Arc<Generation>>,
-    view: RwLock<Arc<DocsView>>,
+    current: RwLock<Arc<Snapshot>>,
+    writer: Mutex<()>,
 }
 
 impl Store {
@@ -240,8 +255,11 @@ impl Store {
             dir: dir.to_path_buf(),
             manifest,
             catalog,
-            active: RwLock::new(Arc::new(active)),
-            view: RwLock::new(Arc::new(view)),
+            current: RwLock::new(Arc::new(Snapshot {
+                view: Arc::new(view),
+                active: Arc::new(active),
+            })),
+            writer: Mutex::new(()),
         })
     }
 
@@ -260,30 +278,54 @@ impl Store {
     pub fn manifest(&self) -> &Manifest {
         &self.manifest
     }
+    /// The scope of the stored principal `principal_id` at `at`; `None` when the catalog
+    /// has no such principal. The only constructor of a [`Scope`].
+    pub fn scope(&self, principal_id: &str, at: chrono::NaiveDate) -> Result<Option<Scope>> {
+        Ok(self
+            .catalog
+            .principal(principal_id)?
+            .map(|p| Scope::of_stored(&p, at)))
+    }
+
     pub fn catalog(&self) -> &dyn CatalogBackend {
         self.catalog.as_ref()
     }
+    /// The view and the active generation of one moment, for one request.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.current.read().clone()
+    }
     pub fn view(&self) -> Arc<DocsView> {
-        self.view.read().clone()
+        self.snapshot().view.clone()
     }
     pub fn active(&self) -> Arc<Generation> {
-        self.active.read().clone()
+        self.snapshot().active.clone()
+    }
+
+    /// Publishes a new view and/or active generation as one snapshot.
+    fn publish(&self, view: Option<DocsView>, active: Option<Generation>) {
+        let mut cur = self.current.write();
+        let next = Snapshot {
+            view: view.map(Arc::new).unwrap_or_else(|| cur.view.clone()),
+            active: active.map(Arc::new).unwrap_or_else(|| cur.active.clone()),
+        };
+        *cur = Arc::new(next);
     }
 
     /// Commits `batch` to the catalog, then brings the active indexes and the view up
-    /// to date. If the process dies between the two, the next open catches up.
+    /// to date, all under the writer lock. If the process dies between the two, the
+    /// next open catches up.
     pub fn commit(&self, batch: CommitBatch) -> Result<ChangeSet> {
+        let _writer = self.writer.lock();
         let change = self.catalog.commit(batch)?;
         self.active().catch_up(self.catalog.as_ref())?;
-        *self.view.write() = Arc::new(DocsView::build(
-            self.catalog.documents()?,
-            &self.catalog.decisions()?,
-        ));
+        let view = DocsView::build(self.catalog.documents()?, &self.catalog.decisions()?);
+        self.publish(Some(view), None);
         Ok(change)
     }
 
     /// Builds a new generation from the catalog as a draft; the active one keeps serving.
     pub fn build_draft(&self, progress: impl FnMut(u64)) -> Result<GenerationInfo> {
+        let _writer = self.writer.lock();
         let indexes = self.dir.join("indexes");
         let g = Self::new_generation(&indexes, self.manifest.dim)?;
         g.build_from(self.catalog.as_ref(), progress)?;
@@ -293,6 +335,7 @@ impl Store {
     /// Checks a draft (the newest one when `name` is `None`) against the catalog and
     /// makes it active.
     pub fn promote(&self, name: Option<&str>) -> Result<GenerationInfo> {
+        let _writer = self.writer.lock();
         let indexes = self.dir.join("indexes");
         let mut ptr = read_pointer(&indexes)?;
         let name = match name {
@@ -333,12 +376,13 @@ impl Store {
         ptr.retired.retain(|r| r != &name);
         write_pointer(&indexes, &ptr)?;
         let info = g.info("active")?;
-        *self.active.write() = Arc::new(g);
+        self.publish(None, Some(g));
         Ok(info)
     }
 
     /// Makes the previously active generation active again.
     pub fn rollback(&self) -> Result<GenerationInfo> {
+        let _writer = self.writer.lock();
         let indexes = self.dir.join("indexes");
         let mut ptr = read_pointer(&indexes)?;
         let prev = ptr
@@ -356,7 +400,7 @@ impl Store {
         }
         write_pointer(&indexes, &ptr)?;
         let info = g.info("active")?;
-        *self.active.write() = Arc::new(g);
+        self.publish(None, Some(g));
         Ok(info)
     }
 

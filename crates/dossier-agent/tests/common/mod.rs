@@ -335,7 +335,7 @@ pub fn run_case(
                 }
             }
             "resolves" => {
-                let scope = dossier_core::Scope::new(&engine.principal(&who).unwrap(), now);
+                let scope = engine.scope(&who, now).unwrap();
                 for (alias, canonical) in v.as_mapping().cloned().unwrap_or_default() {
                     let (alias, canonical) = (alias.as_str().unwrap(), canonical.as_str().unwrap());
                     let names: Vec<String> = engine
@@ -395,7 +395,7 @@ pub fn run_case(
             }
             "no_edge_left_from" => {
                 let d = v.as_str().unwrap();
-                let scope = dossier_core::Scope::new(&engine.principal(&who).unwrap(), now);
+                let scope = engine.scope(&who, now).unwrap();
                 let g = engine.graph_export(&scope).unwrap();
                 if g.edges
                     .iter()
@@ -406,7 +406,7 @@ pub fn run_case(
             }
             "no_community_report_built_from" => {
                 let d = v.as_str().unwrap();
-                let scope = dossier_core::Scope::new(&engine.principal(&who).unwrap(), now);
+                let scope = engine.scope(&who, now).unwrap();
                 for rep in engine.community_reports(&scope).unwrap() {
                     if rep
                         .source_documents

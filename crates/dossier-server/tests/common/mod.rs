@@ -5,6 +5,8 @@
 // Each test binary compiles this module and uses a different part of it.
 #![allow(dead_code)]
 
+pub mod world;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
@@ -56,6 +58,20 @@ pub fn write_keys(path: &Path, keys: &[(&str, &str, bool)]) {
             hash_key(key)
         ));
     }
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// Adds an admin key for `principal` to the keys file at `path` — with the operator
+/// scope (store-wide operations such as a reindex) when `operator` — as a rotation
+/// would; the server picks the change up on the next request.
+pub fn add_admin_key(path: &Path, key: &str, principal: &str, operator: bool) {
+    let mut text = std::fs::read_to_string(path).unwrap();
+    text.push_str(&format!(
+        "- {{key_sha256: {}, principal: {principal}, admin: true, operator: {operator}}}\n",
+        hash_key(key)
+    ));
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, text).unwrap();
     std::fs::rename(&tmp, path).unwrap();

@@ -1,0 +1,468 @@
+//! The existence oracle: for every route (and CLI command) that takes a document id, a
+//! chunk id, an entity name, a record key, a trace id, a review candidate or a job id,
+//! a caller must not be able to tell "exists but is not yours" from "does not exist".
+//!
+//! Over randomised two-tenant corpora (see `common::world`), each identifier the caller
+//! may not see is paired with a fresh identifier of the same shape and length that
+//! names nothing; both requests are sent, and the **whole** responses — status, every
+//! header but `date`, and the body — must be equal once the identifier itself, the
+//! request id and timing fields are masked.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use common::world::{seeds, World};
+use common::{Reply, Server};
+use dossier_engine::Engine;
+use dossier_server::{hash_key, KeyStore};
+use serde_json::{json, Value};
+
+/// Reader (tenant ta, not in `secret`), the admin of tb, and the admin of ta.
+const READER: &str = "key-reader";
+const ADMIN_B: &str = "key-admin-b";
+const ADMIN_A: &str = "key-admin-a";
+
+struct Fixture {
+    world: World,
+    server: Server,
+    _dir: tempfile::TempDir,
+}
+
+async fn fixture(seed: u64) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = dir.path().join("corpus");
+    let world = World::write(&corpus, seed);
+    let engine = Engine::with_embedder(
+        &dir.path().join("store"),
+        "hash:64",
+        Box::new(dossier_embed::HashEmbedder::new(64)),
+    )
+    .unwrap();
+    let report = engine.ingest(&[corpus], &mut ()).unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    let server = Server::start(Arc::new(engine), &[]).await;
+    let keys = format!(
+        "- {{key_sha256: {}, principal: reader}}\n\
+         - {{key_sha256: {}, principal: admin-b, admin: true}}\n\
+         - {{key_sha256: {}, principal: admin-a, admin: true}}\n",
+        hash_key(READER),
+        hash_key(ADMIN_B),
+        hash_key(ADMIN_A)
+    );
+    std::fs::write(&server.keys_path, keys).unwrap();
+    server.state.keys.reload().unwrap();
+    let _ = KeyStore::load(&server.keys_path).unwrap();
+    Fixture {
+        world,
+        server,
+        _dir: dir,
+    }
+}
+
+/// Names whose values are timings or clocks: masked, since they may differ run to run.
+fn is_timing(key: &str) -> bool {
+    key.ends_with("_ms")
+        || key.ends_with("_at")
+        || matches!(
+            key,
+            "elapsed" | "created" | "max_wall" | "id" | "system_fingerprint"
+        )
+}
+
+fn mask_value(v: &mut Value, subs: &[(&str, &str)]) {
+    match v {
+        Value::String(s) => {
+            for (from, to) in subs {
+                if !from.is_empty() && s.contains(from) {
+                    *s = s.replace(from, to);
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| mask_value(x, subs)),
+        Value::Object(o) => {
+            for (k, x) in o.iter_mut() {
+                if is_timing(k) && (x.is_number() || x.is_string()) {
+                    *x = Value::Null;
+                } else {
+                    mask_value(x, subs);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Status, headers (less `date`; `content-length` follows from the body) and the body
+/// with `id` and the request id masked.
+fn masked(r: &Reply, id: &str) -> (u16, Vec<(String, String)>, Value) {
+    let rid = r.request_id.clone();
+    let subs = [(id, "<ID>"), (rid.as_str(), "<RID>")];
+    let mut headers: Vec<(String, String)> = r
+        .headers
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "date" | "x-request-id" | "content-length"))
+        .map(|(k, v)| {
+            let v = v.to_str().unwrap_or("<binary>").replace(id, "<ID>");
+            (k.as_str().to_string(), v)
+        })
+        .collect();
+    headers.sort();
+    let mut body = if r.body.is_null() {
+        Value::String(r.text.clone())
+    } else {
+        r.body.clone()
+    };
+    mask_value(&mut body, &subs);
+    (r.status, headers, body)
+}
+
+/// One request shape, with the identifier spliced in.
+#[derive(Clone, Copy)]
+enum Call {
+    Get(&'static str),
+    Post(&'static str, fn(&str) -> Value),
+    Delete(&'static str),
+}
+
+async fn send(s: &Server, key: &str, call: Call, id: &str) -> Reply {
+    let enc = |p: &str| p.replace("{}", &urlencode(id));
+    match call {
+        Call::Get(p) => s.get(&enc(p), key).await,
+        Call::Post(p, body) => s.post(&enc(p), key, body(id)).await,
+        Call::Delete(p) => s.delete(&enc(p), key).await,
+    }
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Sends `call` with `hidden` and with a missing identifier of its shape; the two
+/// masked responses must be equal. Returns the status both had.
+async fn same(f: &mut Fixture, key: &str, what: &str, call: Call, hidden: &str) -> u16 {
+    let missing = f.world.missing_like(hidden);
+    let a = send(&f.server, key, call, hidden).await;
+    let b = send(&f.server, key, call, &missing).await;
+    let (ma, mb) = (masked(&a, hidden), masked(&b, &missing));
+    assert_eq!(
+        ma, mb,
+        "seed {}: {what} tells {hidden:?} (exists, not the caller's) from {missing:?} (does not exist)",
+        f.world.seed
+    );
+    a.status
+}
+
+fn ask(q: &str) -> Value {
+    json!({"question": q, "now": "2026-11-30"})
+}
+
+fn chat(q: &str) -> Value {
+    json!({"model": "dossier", "messages": [{"role": "user", "content": q}]})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_tells_not_yours_from_does_not_exist() {
+    for seed in seeds(3) {
+        let mut f = fixture(seed).await;
+        let w = f.world.clone();
+        let chunk_of = |d: &str| format!("{d}@1#0");
+        // The keys work and the reader sees their own document: the pairs below are
+        // compared on real answers, not on two refusals.
+        let own = f
+            .server
+            .get(&format!("/v1/documents/{}", w.visible_docs[0]), READER)
+            .await;
+        assert_eq!(own.status, 200, "{}", own.text);
+        // Documents, sections, evidence: every hidden document and its first chunk.
+        for d in &w.hidden_docs {
+            same(
+                &mut f,
+                READER,
+                "GET /v1/documents/{id}",
+                Call::Get("/v1/documents/{}"),
+                d,
+            )
+            .await;
+            let c = chunk_of(d);
+            same(
+                &mut f,
+                READER,
+                "GET /v1/sections/{id}",
+                Call::Get("/v1/sections/{}"),
+                &c,
+            )
+            .await;
+            same(
+                &mut f,
+                READER,
+                "POST /v1/graph/evidence",
+                Call::Post("/v1/graph/evidence", |id| json!({"cites": [id]})),
+                &c,
+            )
+            .await;
+            same(
+                &mut f,
+                ADMIN_B,
+                "POST /v1/documents/{id}/versions with no file",
+                Call::Post("/v1/documents/{}/versions", |_| json!({"files": []})),
+                d,
+            )
+            .await;
+        }
+        // Admin routes from another tenant's admin: ta's documents are not theirs.
+        for d in &w.hidden_docs[..1] {
+            same(
+                &mut f,
+                ADMIN_B,
+                "GET /v1/documents/{id} (admin)",
+                Call::Get("/v1/documents/{}"),
+                d,
+            )
+            .await;
+            same(
+                &mut f,
+                ADMIN_B,
+                "DELETE /v1/documents/{id}",
+                Call::Delete("/v1/documents/{}"),
+                d,
+            )
+            .await;
+        }
+        // Entities known only from hidden text.
+        for e in &w.hidden_entities {
+            same(
+                &mut f,
+                READER,
+                "GET /v1/graph/entity",
+                Call::Get("/v1/graph/entity/{}"),
+                e,
+            )
+            .await;
+            same(
+                &mut f,
+                READER,
+                "GET /v1/graph/neighbors",
+                Call::Get("/v1/graph/neighbors/{}"),
+                e,
+            )
+            .await;
+            let to = w.visible_entities[0].clone();
+            let path: &'static str =
+                Box::leak(format!("/v1/graph/path?from={{}}&to={to}").into_boxed_str());
+            same(&mut f, READER, "GET /v1/graph/path", Call::Get(path), e).await;
+            same(
+                &mut f,
+                READER,
+                "POST /v1/search (bm25) for a hidden entity",
+                Call::Post(
+                    "/v1/search",
+                    |id| json!({"query": id, "mode": "bm25", "now": "2026-11-30"}),
+                ),
+                e,
+            )
+            .await;
+            same(
+                &mut f,
+                READER,
+                "POST /v1/ask about a hidden entity",
+                Call::Post("/v1/ask", |id| ask(&format!("What does {id} depend on?"))),
+                e,
+            )
+            .await;
+        }
+        for word in &w.hidden_words {
+            same(
+                &mut f,
+                READER,
+                "POST /v1/search (bm25) for a word of hidden text",
+                Call::Post("/v1/search", |id| json!({"query": format!("{id} runbook"), "mode": "bm25", "now": "2026-11-30"})),
+                word,
+            )
+            .await;
+        }
+        // Records: another owner's order in ta, and tb's order.
+        for k in &w.hidden_keys {
+            let status = same(
+                &mut f,
+                READER,
+                "POST /v1/ask about an order",
+                Call::Post("/v1/ask", |id| {
+                    ask(&format!("What is the status of order {id}?"))
+                }),
+                k,
+            )
+            .await;
+            assert_eq!(status, 200);
+            same(
+                &mut f,
+                READER,
+                "POST /v1/chat/completions about an order",
+                Call::Post("/v1/chat/completions", |id| {
+                    chat(&format!("What is the status of order {id}?"))
+                }),
+                k,
+            )
+            .await;
+        }
+        // Traces: another principal's request id.
+        let theirs = f
+            .server
+            .post(
+                "/v1/ask",
+                ADMIN_A,
+                ask(&format!(
+                    "What is the status of order {}?",
+                    w.hidden_keys[0]
+                )),
+            )
+            .await;
+        assert_eq!(theirs.status, 200);
+        same(
+            &mut f,
+            READER,
+            "GET /v1/traces/{id}",
+            Call::Get("/v1/traces/{}"),
+            &theirs.request_id,
+        )
+        .await;
+        same(
+            &mut f,
+            ADMIN_B,
+            "GET /v1/traces/{id} (admin)",
+            Call::Get("/v1/traces/{}"),
+            &theirs.request_id,
+        )
+        .await;
+        // Jobs: ta's job, seen by tb's admin.
+        let job = f
+            .server
+            .post("/v1/jobs/ingest", ADMIN_A, json!({"files": []}))
+            .await;
+        if let Some(id) = job.body["id"].as_str() {
+            same(
+                &mut f,
+                ADMIN_B,
+                "GET /v1/jobs/{id}",
+                Call::Get("/v1/jobs/{}"),
+                id,
+            )
+            .await;
+        }
+        // Review candidates of ta, seen by tb's admin.
+        let items = f.server.get("/v1/review?status=all", ADMIN_A).await;
+        for item in items.body.as_array().into_iter().flatten().take(2) {
+            let id = item["id"].as_str().unwrap().to_string();
+            same(
+                &mut f,
+                ADMIN_B,
+                "GET /v1/review/{id}",
+                Call::Get("/v1/review/{}"),
+                &id,
+            )
+            .await;
+            same(
+                &mut f,
+                ADMIN_B,
+                "POST /v1/review/{id}/approve",
+                Call::Post("/v1/review/{}/approve", |_| json!({})),
+                &id,
+            )
+            .await;
+        }
+        f.server.stop().await;
+    }
+}
+
+/// The `dossier` binary built beside this test binary (`target/<profile>/dossier`).
+fn dossier_bin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().and_then(Path::parent).unwrap();
+    let bin = dir.join("dossier");
+    // Built (and kept fresh) by `cargo nextest run --workspace`; a run of this package
+    // alone may find an older binary.
+    assert!(
+        bin.is_file(),
+        "{} not built: run the workspace's tests (cargo nextest run --workspace)",
+        bin.display()
+    );
+    bin
+}
+
+/// `dossier ARGS` on the store: (exit code, stdout as JSON or text, stderr).
+fn cli(store: &Path, args: &[&str]) -> (Option<i32>, Value, String) {
+    let out = std::process::Command::new(dossier_bin())
+        .arg("--store")
+        .arg(store)
+        .args(["--embedder", "hash:64"])
+        .args(args)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let body = serde_json::from_str(&stdout).unwrap_or(Value::String(stdout));
+    (
+        out.status.code(),
+        body,
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+/// The CLI's commands that take an identifier, the same way: exit code, stdout and
+/// stderr compared whole (the store is ingested through the CLI itself).
+#[test]
+fn the_cli_tells_nothing_either() {
+    for seed in seeds(2) {
+        let dir = tempfile::tempdir().unwrap();
+        let corpus = dir.path().join("corpus");
+        let mut w = World::write(&corpus, seed);
+        let store = dir.path().join("store");
+        let (code, _, err) = cli(&store, &["ingest", corpus.to_str().unwrap()]);
+        assert_eq!(code, Some(0), "ingest failed: {err}");
+        let mut cases: Vec<(Vec<String>, String)> = Vec::new();
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        for k in w.hidden_keys.clone() {
+            let q = format!("What is the status of order {k}?");
+            cases.push((
+                s(&["ask", &q, "--as", "reader", "--now", "2026-11-30", "--json"]),
+                k,
+            ));
+        }
+        for e in w.hidden_entities.clone() {
+            cases.push((
+                s(&["graph", "entity", &e, "--as", "reader", "--json"]),
+                e.clone(),
+            ));
+            cases.push((
+                s(&["graph", "neighbors", &e, "--as", "reader", "--json"]),
+                e.clone(),
+            ));
+            cases.push((
+                s(&["search", &e, "--as", "reader", "--mode", "bm25", "--json"]),
+                e,
+            ));
+        }
+        for (args, hidden) in cases {
+            let missing = w.missing_like(&hidden);
+            let run = |id: &str| {
+                let a: Vec<String> = args.iter().map(|x| x.replace(&hidden, id)).collect();
+                let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+                let (code, mut out, err) = cli(&store, &refs);
+                mask_value(&mut out, &[(id, "<ID>")]);
+                (code, out, err.replace(id, "<ID>"))
+            };
+            assert_eq!(
+                run(&hidden),
+                run(&missing),
+                "seed {seed}: dossier {args:?} tells {hidden:?} (exists, not the caller's) from {missing:?}"
+            );
+        }
+    }
+}
