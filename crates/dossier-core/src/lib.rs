@@ -1,14 +1,15 @@
 //! Dossier's shared vocabulary.
 //!
 //! This crate owns the types every other crate speaks in — document versions, chunks,
-//! records, principals, the [`Scope`] a request runs under — and the rules that are pure
-//! functions of them: which version is in force on a date ([`validity`]) and what a
-//! scope admits ([`scope`]). It also holds the seam traits ([`Embedder`]).
+//! records, principals — and the rules that are pure
+//! functions of them: which version is in force on a date ([`validity`]). It also holds the seam traits ([`Embedder`]).
 //!
 //! **Architecture invariant:** this crate does no I/O and knows no storage format.
 
+pub mod cancel;
 pub mod doc;
 pub mod error;
+pub mod ids;
 pub mod record;
 pub mod review;
 pub mod scope;
@@ -18,7 +19,7 @@ pub mod validity;
 pub use doc::{Chunk, DocKind, DocumentVersion, VersionRef};
 pub use error::{Error, Result};
 pub use record::{RecordLink, RecordRow, RecordSchema};
-pub use scope::{Principal, Scope};
+pub use scope::Principal;
 
 /// Turns text into dense vectors. Implementations: the in-process e5 model, an
 /// OpenAI-compatible HTTP provider, and a hashing embedder for tests.
