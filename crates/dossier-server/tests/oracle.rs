@@ -466,3 +466,115 @@ fn the_cli_tells_nothing_either() {
         }
     }
 }
+
+/// A server over a world written by `write` (the whole world, or reader's part of it),
+/// with reader's key.
+async fn world_server(
+    write: fn(&Path, u64) -> World,
+    seed: u64,
+) -> (World, Server, PathBuf, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = dir.path().join("corpus");
+    let world = write(&corpus, seed);
+    let engine = Engine::with_embedder(
+        &dir.path().join("store"),
+        "hash:64",
+        Box::new(dossier_embed::HashEmbedder::new(64)),
+    )
+    .unwrap();
+    let report = engine.ingest(&[corpus.clone()], &mut ()).unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    let server = Server::start(Arc::new(engine), &[]).await;
+    std::fs::write(
+        &server.keys_path,
+        format!(
+            "- {{key_sha256: {}, principal: reader}}\n",
+            hash_key(READER)
+        ),
+    )
+    .unwrap();
+    server.state.keys.reload().unwrap();
+    (world, server, corpus, dir)
+}
+
+/// Nothing outside the caller's scope in any field, count or score: every answer the
+/// reader gets from the whole world equals, byte for byte after masking request ids,
+/// timings and the corpus directory, the answer from a world that holds only what the
+/// reader may read. Hidden documents, rows, entities and words change nothing a reader
+/// sees — not a hit, a score, a count, a community, an id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_reader_is_told_depends_only_on_what_they_may_read() {
+    for seed in seeds(2) {
+        let (w, full, full_dir, _a) = world_server(World::write, seed).await;
+        let (_, part, part_dir, _b) = world_server(World::write_visible_only, seed).await;
+        let full_dir = full_dir.display().to_string();
+        let part_dir = part_dir.display().to_string();
+        let mut queries: Vec<String> = Vec::new();
+        queries.extend(w.visible_entities.iter().cloned());
+        queries.extend(w.hidden_entities.iter().cloned());
+        queries.extend(w.hidden_words.iter().map(|x| format!("{x} runbook")));
+        queries.push("depends on maintenance".into());
+        let mut calls: Vec<(String, Option<Value>)> = Vec::new();
+        for q in &queries {
+            for mode in [
+                "bm25", "vector", "hybrid", "local", "graph", "global", "drift",
+            ] {
+                calls.push((
+                    "/v1/search".into(),
+                    Some(json!({"query": q, "mode": mode, "k": 8, "now": "2026-11-30"})),
+                ));
+            }
+        }
+        let mut questions = vec![
+            format!("What is the status of order {}?", w.own_key),
+            format!("What is the status of order {}?", w.hidden_keys[0]),
+            "Which runbook applies during maintenance windows?".to_string(),
+        ];
+        questions.extend(
+            w.visible_entities
+                .iter()
+                .map(|e| format!("What does {e} depend on?")),
+        );
+        questions.extend(
+            w.hidden_entities
+                .iter()
+                .take(2)
+                .map(|e| format!("What does {e} depend on?")),
+        );
+        for q in &questions {
+            calls.push(("/v1/ask".into(), Some(ask(q))));
+            calls.push(("/v1/chat/completions".into(), Some(chat(q))));
+        }
+        let (v0, v1) = (&w.visible_entities[0], &w.visible_entities[1]);
+        for path in [
+            format!("/v1/graph/entity/{v0}"),
+            format!("/v1/graph/neighbors/{v0}"),
+            format!("/v1/graph/path?from={v0}&to={v1}"),
+            "/v1/documents".to_string(),
+            format!("/v1/documents/{}", w.visible_docs[0]),
+            format!("/v1/sections/{}@1%230", w.visible_docs[0]),
+        ] {
+            calls.push((path, None));
+        }
+        for (path, body) in calls {
+            let (a, b) = match &body {
+                Some(x) => (
+                    full.post(&path, READER, x.clone()).await,
+                    part.post(&path, READER, x.clone()).await,
+                ),
+                None => (full.get(&path, READER).await, part.get(&path, READER).await),
+            };
+            let mut ma = masked(&a, &full_dir);
+            let mut mb = masked(&b, &part_dir);
+            // `id`-named fields are masked as clocks; chat ids are random per answer.
+            mask_value(&mut ma.2, &[]);
+            mask_value(&mut mb.2, &[]);
+            assert_eq!(
+                ma, mb,
+                "seed {seed}: {path} {body:?} differs when text the reader may not read exists"
+            );
+        }
+        full.stop().await;
+        part.stop().await;
+    }
+}

@@ -43,6 +43,17 @@ impl World {
     /// Writes the corpus of `seed` under `dir` (`docs/`, `records/`,
     /// `principals.yaml`) and returns what it holds.
     pub fn write(dir: &Path, seed: u64) -> World {
+        World::write_with(dir, seed, true)
+    }
+
+    /// The same world as `reader` sees it: the same names, ids and keys, without the
+    /// documents and rows `reader` may not read. Whatever `reader` is told in the whole
+    /// world must equal what they are told in this one.
+    pub fn write_visible_only(dir: &Path, seed: u64) -> World {
+        World::write_with(dir, seed, false)
+    }
+
+    fn write_with(dir: &Path, seed: u64, hidden: bool) -> World {
         let mut rng = StdRng::seed_from_u64(seed);
         let mut used = std::collections::HashSet::new();
         let fresh = |used: &mut std::collections::HashSet<String>,
@@ -65,6 +76,9 @@ impl World {
                    a: &str,
                    b: &str,
                    secret_word: &str| {
+            if !hidden && (acl.is_some() || tenant != "ta") {
+                return id;
+            }
             let acl = acl.map_or(String::new(), |g| format!("acl: [{g}]\n"));
             let text = format!(
                 "---\nid: {id}\nversion: \"1\"\ntitle: Service notes {id}\ntenant: {tenant}\n{acl}effective_from: 2026-01-01\n---\n\
