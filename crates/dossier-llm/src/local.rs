@@ -53,7 +53,7 @@ impl LocalServerConfig {
     /// The installed server and model with default settings.
     ///
     /// The server is `$DOSSIER_LLAMA_SERVER` when set, else `.tools/llama/bin/llama-server`
-    /// in the nearest ancestor (of the current directory, of the running executable, or
+    /// in the nearest ancestor (of the running executable, or
     /// of this crate's source directory) that has one. The model is `$DOSSIER_LLM_GGUF`
     /// when set, else `.tools/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf` found the
     /// same way. `$DOSSIER_LLM_THREADS`, when set, replaces the default thread count.
@@ -164,14 +164,13 @@ fn locate_file(var: &str, rel: &str, what: &str) -> Result<PathBuf, LlmError> {
         })
 }
 
-/// Directories whose ancestors may hold `.tools/`: the current directory, the running
-/// executable's (so `target/debug/dossier` finds `<repo>/.tools`), and this crate's
-/// source directory at build time (so tests find it whatever their working directory).
+/// Directories whose ancestors may hold `.tools/`: the running executable's (so
+/// `target/debug/dossier` finds `<repo>/.tools`) and this crate's source directory at
+/// build time (so tests find it whatever their working directory). Never the current
+/// directory: a `.tools/` planted above wherever the user happens to stand must not
+/// choose the program that runs (the same rule as the e5 engine's).
 fn search_starts() -> Vec<PathBuf> {
     let mut starts = Vec::new();
-    if let Ok(cwd) = std::env::current_dir() {
-        starts.push(cwd);
-    }
     if let Some(dir) = std::env::current_exe()
         .ok()
         .and_then(|exe| exe.parent().map(Path::to_path_buf))

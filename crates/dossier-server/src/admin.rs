@@ -109,8 +109,11 @@ pub async fn put_principal(
     let rid = caller.request_id.clone();
     let b = body(&rid, b)?;
     state.begin_write(&caller)?;
+    // The ids every reader checks (no control or invisible characters, the catalog's
+    // separators included), and no spaces at all for principals and groups.
     let valid = |s: &str| {
-        !s.trim().is_empty()
+        dossier_core::ids::check_id("principal", s).is_ok()
+            && !s.trim().is_empty()
             && s.len() <= 128
             && !s.chars().any(|c| c.is_control() || c.is_whitespace())
     };

@@ -474,6 +474,7 @@ fn sse_event(v: &impl Serialize) -> String {
     request_body = ChatCompletionRequest,
     security(("api_key" = [])),
     responses(
+        (status = 413, description = "The body is over 64 KiB, or the last user message over 4,000 characters", body = ErrorBody),
         (status = 200, description = "A `chat.completion` whose content is the cited answer and its sources; with `stream: true`, Server-Sent Events, each `data:` a `chat.completion.chunk`, then `data: [DONE]`",
             content(
                 (ChatCompletion = "application/json"),

@@ -94,6 +94,7 @@ pub struct DeleteResult {
     params(DateQuery),
     security(("api_key" = [])),
     responses(
+        (status = 400, description = "Bad query string (an unknown or malformed parameter)", body = ErrorBody),
         (status = 200, description = "Every document version the caller may read, with its status on the date", body = Vec<dossier_engine::DocumentInfo>),
         (status = 401, description = "No or unknown API key", body = ErrorBody)))]
 pub async fn list_documents(
@@ -118,6 +119,7 @@ pub async fn list_documents(
     params(("doc_id" = String, Path, description = "Document id"), DateQuery),
     security(("api_key" = [])),
     responses(
+        (status = 400, description = "Bad query string (an unknown or malformed parameter)", body = ErrorBody),
         (status = 200, description = "The versions of the document the caller may read", body = Vec<dossier_engine::DocumentInfo>),
         (status = 401, description = "No or unknown API key", body = ErrorBody),
         (status = 404, description = "No such document for the caller (unknown and unreadable read the same)", body = ErrorBody)))]
@@ -148,6 +150,7 @@ pub async fn document_versions(
     params(("chunk_id" = String, Path, description = "A cited chunk id, `DOC@VERSION#N` (URL-encoded)"), DateQuery),
     security(("api_key" = [])),
     responses(
+        (status = 400, description = "Bad query string (an unknown or malformed parameter)", body = ErrorBody),
         (status = 200, description = "The section of that exact version, every chunk of it in order", body = dossier_engine::SectionView),
         (status = 401, description = "No or unknown API key", body = ErrorBody),
         (status = 404, description = "No such section for the caller (unknown and unreadable read the same)", body = ErrorBody)))]
@@ -363,6 +366,7 @@ async fn delete_spec(
     security(("api_key" = [])),
     responses(
         (status = 200, description = "What was removed", body = DeleteResult),
+        (status = 400, description = "An id naming a version (`DOC@VERSION`): use the version route", body = ErrorBody),
         (status = 401, description = "No or unknown API key", body = ErrorBody),
         (status = 403, description = "The key has no admin scope", body = ErrorBody),
         (status = 404, description = "No such document in the key's tenant", body = ErrorBody)))]

@@ -196,6 +196,7 @@ async fn decide(
     request_body = DecisionBody,
     security(("api_key" = [])),
     responses(
+        (status = 400, description = "Bad body (not JSON, or unknown fields)", body = ErrorBody),
         (status = 200, description = "The recorded decision (reviewer = the key's principal)", body = dossier_core::review::Decision),
         (status = 401, description = "No or unknown API key", body = ErrorBody),
         (status = 403, description = "The key has no admin scope", body = ErrorBody),
@@ -214,6 +215,7 @@ pub async fn approve(
     request_body = DecisionBody,
     security(("api_key" = [])),
     responses(
+        (status = 400, description = "Bad body (not JSON, or unknown fields)", body = ErrorBody),
         (status = 200, description = "The recorded decision (reviewer = the key's principal)", body = dossier_core::review::Decision),
         (status = 401, description = "No or unknown API key", body = ErrorBody),
         (status = 403, description = "The key has no admin scope", body = ErrorBody),

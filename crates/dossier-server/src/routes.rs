@@ -237,6 +237,7 @@ pub async fn readyz(
     request_body = SearchBody,
     security(("api_key" = [])),
     responses(
+        (status = 413, description = "The body is over 64 KiB, or the query over 2,000 characters", body = ErrorBody),
         (status = 200, description = "What `dossier search --json` prints", body = SearchResult),
         (status = 400, description = "Bad body, mode or k", body = ErrorBody),
         (status = 401, description = "No or unknown API key", body = ErrorBody),
@@ -377,6 +378,7 @@ async fn degraded_search(
     request_body = AskBody,
     security(("api_key" = [])),
     responses(
+        (status = 413, description = "The body is over 64 KiB, or the question over 4,000 characters", body = ErrorBody),
         (status = 200, description = "What `dossier ask --json` prints (no model: deterministic planner, extractive writer)", body = AskResult),
         (status = 400, description = "Bad body or mode", body = ErrorBody),
         (status = 401, description = "No or unknown API key", body = ErrorBody),
@@ -524,6 +526,7 @@ pub(crate) async fn run_ask(
     params(("name" = String, Path, description = "Entity name, alias or id"), DateQuery),
     security(("api_key" = [])),
     responses(
+        (status = 400, description = "Bad query string (an unknown or malformed parameter)", body = ErrorBody),
         (status = 200, description = "What `dossier graph entity --json` prints", body = EntityResult),
         (status = 401, description = "No or unknown API key", body = ErrorBody),
         (status = 404, description = "No such entity in the caller's view (unknown and invisible read the same)", body = ErrorBody)))]
