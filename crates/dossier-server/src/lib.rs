@@ -54,7 +54,9 @@ pub use limits::{LimitConfig, Limits};
 pub use metrics::Metrics;
 pub use openapi::{document, ApiDoc};
 pub use request_id::RequestId;
-pub use routes::{AskBody, DateQuery, Health, SearchBody};
+pub use routes::{
+    AskBody, DateQuery, Health, SearchBody, MAX_JSON_BODY, MAX_QUERY_CHARS, MAX_QUESTION_CHARS,
+};
 pub use traces::{TraceLog, TraceRecord};
 
 /// How the server is set up; [`ServerConfig::default`] is what `dossier serve` uses

@@ -582,3 +582,146 @@ async fn metrics_count_requests_asks_and_the_cache_without_a_key() {
     }
     s.stop().await;
 }
+
+/// Defect: a 1.4 MB search body answered 200 after 10.8 s of embedding. Now the body
+/// limit and the query and question caps answer 413 before any work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_bodies_and_queries_are_refused_before_any_work() {
+    let s = Server::start(shared_engine(), &KEYS).await;
+    let huge = "退货 ".repeat(1_400_000 / 7);
+    let r = s
+        .post(
+            "/v1/search",
+            "key-u7",
+            serde_json::json!({"query": huge, "mode": "hybrid"}),
+        )
+        .await;
+    assert_eq!(r.status, 413, "{}", r.text);
+    assert_eq!(r.body["code"], "payload_too_large");
+    let long = "a".repeat(dossier_server::MAX_QUERY_CHARS + 1);
+    let r = s
+        .post(
+            "/v1/search",
+            "key-u7",
+            serde_json::json!({"query": long, "mode": "vector"}),
+        )
+        .await;
+    assert_eq!(r.status, 413, "{}", r.text);
+    assert!(
+        r.body["message"].as_str().unwrap().contains("query"),
+        "{}",
+        r.text
+    );
+    let just = "退".repeat(dossier_server::MAX_QUERY_CHARS);
+    let r = s
+        .post(
+            "/v1/search",
+            "key-u7",
+            serde_json::json!({"query": just, "mode": "bm25"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "a query at the cap is served: {}", r.text);
+    let q = "为什么".repeat(dossier_server::MAX_QUESTION_CHARS / 3 + 1);
+    for route in ["/v1/ask", "/v1/chat/completions"] {
+        let body = if route == "/v1/ask" {
+            serde_json::json!({"question": q})
+        } else {
+            serde_json::json!({"model": "dossier", "messages": [{"role": "user", "content": q}]})
+        };
+        let r = s.post(route, "key-u7", body).await;
+        assert_eq!(r.status, 413, "{route}: {}", r.text);
+    }
+    s.stop().await;
+}
+
+/// An embedder that takes `delay` per call, counting calls.
+struct SlowEmbedder {
+    inner: dossier_embed::HashEmbedder,
+    delay: Duration,
+    calls: std::sync::atomic::AtomicUsize,
+}
+
+impl dossier_core::Embedder for SlowEmbedder {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+    fn embed_passages(&self, texts: &[&str]) -> dossier_core::Result<Vec<Vec<f32>>> {
+        self.inner.embed_passages(texts)
+    }
+    fn embed_query(&self, text: &str) -> dossier_core::Result<Vec<f32>> {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        std::thread::sleep(self.delay);
+        self.inner.embed_query(text)
+    }
+}
+
+/// Defect: timed-out work kept running and holding its slot. With one slot and an
+/// embedder far slower than the deadline, searches one after another each get the
+/// slot (the abandoned one was cancelled and let it go) and each answers, degraded,
+/// within about its deadline; the queued embeddings of abandoned searches never run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abandoned_work_frees_its_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    let slow = std::sync::Arc::new(SlowEmbedder {
+        inner: dossier_embed::HashEmbedder::new(64),
+        delay: Duration::from_millis(1500),
+        calls: Default::default(),
+    });
+    struct Shared(std::sync::Arc<SlowEmbedder>);
+    impl dossier_core::Embedder for Shared {
+        fn name(&self) -> &str {
+            self.0.name()
+        }
+        fn dim(&self) -> usize {
+            self.0.dim()
+        }
+        fn embed_passages(&self, t: &[&str]) -> dossier_core::Result<Vec<Vec<f32>>> {
+            self.0.embed_passages(t)
+        }
+        fn embed_query(&self, t: &str) -> dossier_core::Result<Vec<f32>> {
+            self.0.embed_query(t)
+        }
+    }
+    let engine = Engine::with_embedder(
+        &dir.path().join("store"),
+        "hash:64",
+        Box::new(Shared(slow.clone())),
+    )
+    .unwrap();
+    let report = engine
+        .ingest(&[common::scenarios().join("shop")], &mut ())
+        .unwrap();
+    assert!(report.problems.is_empty());
+    let s = Server::start_with(
+        std::sync::Arc::new(engine),
+        &KEYS,
+        config(LimitConfig {
+            expensive_concurrency: 1,
+            search_deadline: Duration::from_millis(200),
+            ..LimitConfig::default()
+        }),
+        None,
+    )
+    .await;
+    let t = std::time::Instant::now();
+    for i in 0..4 {
+        let r = s
+            .search("key-zhang", &format!("耳机 退货 {i}"), "vector")
+            .await;
+        assert_eq!(r.status, 200, "search {i} was turned away: {}", r.text);
+        assert_eq!(r.body["degraded"]["from"], "vector", "{}", r.text);
+    }
+    // Four searches with a 1.5 s embedding each: the first embedding runs on, those
+    // queued behind it were dropped unrun once their searches were abandoned.
+    eprintln!("four abandoned searches answered in {:?}", t.elapsed());
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    assert!(
+        slow.calls.load(std::sync::atomic::Ordering::SeqCst) <= 2,
+        "abandoned embeddings ran: {}",
+        slow.calls.load(std::sync::atomic::Ordering::SeqCst)
+    );
+    s.stop().await;
+}
