@@ -4,10 +4,13 @@ use std::path::Path;
 
 use chrono::NaiveDate;
 use dossier_core::{DocKind, DocumentVersion, VersionRef};
-use scraper::{ElementRef, Html, Node, Selector};
+use scraper::Selector;
 use serde_yaml::{Mapping, Value};
 
-use crate::{chunk, digest, document, from_yaml, Error, IngestOptions, ParsedDocument, Result};
+use crate::html::{self, collapse};
+use crate::{
+    chunk, digest, document, from_yaml, guard, Error, IngestOptions, ParsedDocument, Result,
+};
 
 /// Front-matter fields, with the YAML text they came from (for line numbers and for
 /// numbers written as `1.0`, which must stay `"1.0"`).
@@ -103,6 +106,8 @@ fn build(f: &Fields, d: Defaults, opts: &IngestOptions) -> Result<DocumentVersio
         (None, None) => return Err(f.err("id", "front matter has no `id`")),
     };
     let version = f.string("version")?.unwrap_or_else(|| "1".into());
+    guard::id("`id`", &doc_id, f.line("id"))?;
+    guard::id("`version`", &version, f.line("version"))?;
     // Chunk ids and `ID@VERSION` references are built from these.
     if version.contains(['@', '#']) || doc_id.contains('#') {
         return Err(f.err(
@@ -129,20 +134,38 @@ fn build(f: &Fields, d: Defaults, opts: &IngestOptions) -> Result<DocumentVersio
             )
         })?),
     };
+    if let Some(s) = &supersedes {
+        guard::id("`supersedes` id", &s.doc_id, f.line("supersedes"))?;
+        guard::id("`supersedes` version", &s.version, f.line("supersedes"))?;
+    }
+    let tenant = f
+        .string("tenant")?
+        .unwrap_or_else(|| opts.default_tenant.clone());
+    guard::id("`tenant`", &tenant, f.line("tenant"))?;
+    let kb = f.string("kb")?;
+    if let Some(kb) = &kb {
+        guard::id("`kb`", kb, f.line("kb"))?;
+    }
+    let acl = f.list("acl")?;
+    for g in acl.iter().flatten() {
+        guard::id("`acl` group", g, f.line("acl"))?;
+    }
+    let depends_on = f.list("depends_on")?.unwrap_or_default();
+    for d in &depends_on {
+        guard::id("`depends_on` id", d, f.line("depends_on"))?;
+    }
     Ok(DocumentVersion {
         doc_id,
         version,
         title: f.string("title")?.unwrap_or(d.title),
-        tenant: f
-            .string("tenant")?
-            .unwrap_or_else(|| opts.default_tenant.clone()),
-        kb: f.string("kb")?,
-        acl: f.list("acl")?,
+        tenant,
+        kb,
+        acl,
         effective_from,
         effective_to,
         supersedes,
         supersedes_evidence: f.string("supersedes_evidence")?,
-        depends_on: f.list("depends_on")?.unwrap_or_default(),
+        depends_on,
         source_uri: f.string("source_uri")?.unwrap_or(d.source_uri),
         kind: d.kind,
         digest: d.digest,
@@ -155,11 +178,6 @@ fn stem(path: &Path) -> String {
         .unwrap_or_default()
 }
 
-fn file_uri(path: &Path) -> String {
-    let p = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    format!("file://{}", p.display())
-}
-
 /// The first level-1 heading, else the first heading of any level.
 fn first_heading(body: &str) -> Option<String> {
     let hs: Vec<_> = chunk::headings(body).collect();
@@ -168,7 +186,7 @@ fn first_heading(body: &str) -> Option<String> {
 }
 
 /// Splits off the front matter: (its YAML, the body).
-fn front_matter(text: &str) -> Result<(Option<&str>, &str)> {
+fn front_matter(text: &str, max_bytes: usize) -> Result<(Option<&str>, &str)> {
     let mut lines = text.split_inclusive('\n');
     if lines.next().map(str::trim_end) != Some("---") {
         return Ok((None, text));
@@ -180,6 +198,12 @@ fn front_matter(text: &str) -> Result<(Option<&str>, &str)> {
             return Ok((Some(&text[yaml_start..at]), &text[at + l.len()..]));
         }
         at += l.len();
+        if at - yaml_start > max_bytes {
+            return Err(Error::invalid(
+                Some(1),
+                format!("front matter is longer than {max_bytes} bytes"),
+            ));
+        }
     }
     Err(Error::invalid(
         Some(1),
@@ -203,9 +227,10 @@ pub(crate) fn parse_markdown(
     path: &Path,
     text: &str,
     raw: &[u8],
+    uri: &str,
     opts: &IngestOptions,
 ) -> Result<ParsedDocument> {
-    let (yaml, body) = front_matter(text)?;
+    let (yaml, body) = front_matter(text, opts.max_front_matter_bytes)?;
     let fields = Fields {
         map: yaml
             .map(|y| yaml_mapping(y, 2))
@@ -220,16 +245,17 @@ pub(crate) fn parse_markdown(
         id: yaml.is_none().then(|| stem(path)),
         title: first_heading(body).unwrap_or_else(|| stem(path)),
         kind: DocKind::Markdown,
-        source_uri: file_uri(path),
+        source_uri: uri.to_string(),
         digest: digest(raw, opts),
     };
-    Ok(document(build(&fields, defaults, opts)?, body, opts))
+    document(build(&fields, defaults, opts)?, body, opts)
 }
 
 pub(crate) fn parse_text(
     path: &Path,
     text: &str,
     raw: &[u8],
+    uri: &str,
     opts: &IngestOptions,
 ) -> Result<ParsedDocument> {
     let fields = Fields {
@@ -241,10 +267,10 @@ pub(crate) fn parse_text(
         id: Some(stem(path)),
         title: stem(path),
         kind: DocKind::Text,
-        source_uri: file_uri(path),
+        source_uri: uri.to_string(),
         digest: digest(raw, opts),
     };
-    Ok(document(build(&fields, defaults, opts)?, text, opts))
+    document(build(&fields, defaults, opts)?, text, opts)
 }
 
 /// Reads visible text; headings become `#` lines so that the chunker sees sections.
@@ -254,9 +280,10 @@ pub(crate) fn parse_html(
     path: &Path,
     text: &str,
     raw: &[u8],
+    uri: &str,
     opts: &IngestOptions,
 ) -> Result<ParsedDocument> {
-    let html = Html::parse_document(text);
+    let html = html::parse(text, opts)?;
     let sel = |s: &str| Selector::parse(s).expect("static selector");
     let mut map = Mapping::new();
     for m in html.select(&sel("meta[name][content]")) {
@@ -273,11 +300,12 @@ pub(crate) fn parse_html(
         .next()
         .map(|t| collapse(&t.text().collect::<String>()))
         .filter(|t| !t.is_empty());
-    let mut out = Extract::default();
-    if let Some(body) = html.select(&sel("body")).next() {
-        out.children(body);
-    }
-    let body = out.buf.trim_end().to_string() + "\n";
+    let text = html
+        .select(&sel("body"))
+        .next()
+        .map(html::visible_text)
+        .unwrap_or_default();
+    let body = text.trim_end().to_string() + "\n";
     let fields = Fields {
         map,
         src: None,
@@ -289,133 +317,8 @@ pub(crate) fn parse_html(
             .or_else(|| first_heading(&body))
             .unwrap_or_else(|| stem(path)),
         kind: DocKind::Html,
-        source_uri: file_uri(path),
+        source_uri: uri.to_string(),
         digest: digest(raw, opts),
     };
-    Ok(document(build(&fields, defaults, opts)?, &body, opts))
-}
-
-fn collapse(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-#[derive(Default)]
-struct Extract {
-    buf: String,
-    space: bool,
-    pre: bool,
-}
-
-const SKIPPED: &[&str] = &[
-    "head", "script", "style", "noscript", "template", "svg", "iframe", "object", "canvas",
-];
-const PARAGRAPHS: &[&str] = &[
-    "p",
-    "pre",
-    "blockquote",
-    "table",
-    "ul",
-    "ol",
-    "dl",
-    "figure",
-    "hr",
-    "section",
-    "article",
-    "header",
-    "footer",
-    "nav",
-    "aside",
-    "main",
-    "form",
-    "address",
-];
-const LINES: &[&str] = &["div", "li", "tr", "dt", "dd", "caption", "figcaption"];
-
-impl Extract {
-    fn text(&mut self, s: &str) {
-        if self.pre {
-            self.buf.push_str(s);
-            return;
-        }
-        for c in s.chars() {
-            if c.is_whitespace() {
-                self.space = true;
-            } else {
-                if self.space && !self.buf.is_empty() && !self.buf.ends_with('\n') {
-                    self.buf.push(' ');
-                }
-                self.space = false;
-                self.buf.push(c);
-            }
-        }
-    }
-
-    fn newlines(&mut self, n: usize) {
-        if n == 0 {
-            return;
-        }
-        self.space = false;
-        if self.buf.is_empty() {
-            return;
-        }
-        let have = self.buf.len() - self.buf.trim_end_matches('\n').len();
-        for _ in have..n {
-            self.buf.push('\n');
-        }
-    }
-
-    fn children(&mut self, el: ElementRef) {
-        for child in el.children() {
-            match child.value() {
-                Node::Text(t) => self.text(t),
-                Node::Element(_) => {
-                    if let Some(e) = ElementRef::wrap(child) {
-                        self.element(e);
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-
-    fn element(&mut self, e: ElementRef) {
-        let name = e.value().name();
-        if SKIPPED.contains(&name) || e.value().attr("hidden").is_some() {
-            return;
-        }
-        if let Some(level) = name
-            .strip_prefix('h')
-            .and_then(|n| n.parse::<usize>().ok())
-            .filter(|n| (1..=6).contains(n))
-        {
-            let label = collapse(&e.text().collect::<String>());
-            if !label.is_empty() {
-                self.newlines(2);
-                self.buf.push_str(&format!("{} {label}", "#".repeat(level)));
-                self.newlines(2);
-            }
-            return;
-        }
-        if name == "br" {
-            self.buf.push('\n');
-            self.space = false;
-            return;
-        }
-        let n = if PARAGRAPHS.contains(&name) {
-            2
-        } else if LINES.contains(&name) {
-            1
-        } else {
-            0
-        };
-        if matches!(name, "td" | "th") {
-            self.space = true;
-        }
-        self.newlines(n);
-        let pre = self.pre;
-        self.pre |= name == "pre";
-        self.children(e);
-        self.pre = pre;
-        self.newlines(n);
-    }
+    document(build(&fields, defaults, opts)?, &body, opts)
 }

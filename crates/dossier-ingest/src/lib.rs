@@ -6,6 +6,12 @@
 //! back into each document body. A bad file or line becomes a [`Problem`]; everything
 //! else in the batch still lands.
 //!
+//! Every reader is bounded ([`IngestOptions`]): file and line size, front-matter and
+//! YAML size, YAML alias expansion, JSON and HTML nesting, HTML elements and parse time,
+//! rows per table and problems listed per file. Text is told from binary by content,
+//! not by name, and ids are checked with [`dossier_core::ids::check_id`].
+//! [`parse_bytes`] is the whole reading path without the disk, for fuzzing.
+//!
 //! **Architecture invariant:** this crate only reads. It does no storage, no indexing
 //! and no embedding, and it never decides which version is in force (that is
 //! `dossier_core::validity`).
@@ -13,11 +19,15 @@
 mod chunk;
 mod corpus;
 mod doc;
+mod guard;
+mod html;
 mod records;
 
 use std::fmt;
 use std::fs;
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use dossier_core::{Chunk, DocumentVersion, Principal, RecordRow, RecordSchema};
 
@@ -42,6 +52,12 @@ pub enum Error {
     Json { line: Option<usize>, msg: String },
     #[error("{msg}")]
     Invalid { line: Option<usize>, msg: String },
+    /// A text format whose content is not text.
+    #[error("binary content, not text: {why}")]
+    Binary { why: String },
+    /// A document with nothing but whitespace (or only front matter) to index.
+    #[error("no text to index")]
+    Empty,
 }
 
 /// `Result` with this crate's [`Error`].
@@ -62,12 +78,12 @@ impl Error {
             Error::Yaml { line, .. } | Error::Json { line, .. } | Error::Invalid { line, .. } => {
                 *line
             }
-            Error::Io(_) | Error::Oversized { .. } => None,
+            Error::Io(_) | Error::Oversized { .. } | Error::Binary { .. } | Error::Empty => None,
         }
     }
 }
 
-/// How files are read and chunked.
+/// How files are read and chunked, and the bounds every reader keeps to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IngestOptions {
     /// Upper bound of a chunk, in characters.
@@ -75,6 +91,24 @@ pub struct IngestOptions {
     /// Files above this are refused; for corpus JSONL it bounds each line instead, since
     /// those are streamed.
     pub max_file_bytes: u64,
+    /// `principals.yaml` and `TABLE.schema.yaml` files above this are refused (the
+    /// lesser of this and `max_file_bytes` applies): YAML is loaded whole, at tens of
+    /// bytes of memory per byte of text.
+    pub max_yaml_bytes: u64,
+    /// Front matter above this is refused.
+    pub max_front_matter_bytes: usize,
+    /// HTML that nests elements deeper than this is refused: the HTML parser's scope
+    /// checks walk the open elements, so its time grows with depth × tags.
+    pub max_html_depth: usize,
+    /// HTML with more elements than this is refused (and with more than twice as many
+    /// tags, end tags included).
+    pub max_html_elements: usize,
+    /// HTML whose parse takes longer than this is refused. A backstop: the bounds above
+    /// keep ordinary and hostile files alike far below it.
+    pub max_html_time: Duration,
+    /// Rows read from one record table; a table with more is reported and its further
+    /// rows are not read.
+    pub max_rows: usize,
     /// Tenant of documents that name none.
     pub default_tenant: String,
 }
@@ -84,10 +118,19 @@ impl Default for IngestOptions {
         IngestOptions {
             max_chunk_chars: 1000,
             max_file_bytes: 16 << 20,
+            max_yaml_bytes: 1 << 20,
+            max_front_matter_bytes: 64 << 10,
+            max_html_depth: 256,
+            max_html_elements: 200_000,
+            max_html_time: Duration::from_secs(10),
+            max_rows: 500_000,
             default_tenant: "default".into(),
         }
     }
 }
+
+/// Problems listed for one file; further ones are counted in one last problem.
+pub const MAX_PROBLEMS_PER_FILE: usize = 100;
 
 /// One document version and its chunks.
 #[derive(Debug, Clone, PartialEq)]
@@ -249,39 +292,107 @@ pub fn parse_paths(paths: &[PathBuf], opts: &IngestOptions) -> Parsed {
 
 /// Parses one file by its kind. A corpus JSONL yields one document per good line.
 pub fn parse_file(path: &Path, opts: &IngestOptions) -> (Vec<Item>, Vec<Problem>) {
-    let one = |r: Result<Item>| match r {
+    let Some(kind) = kind_of(path) else {
+        return unsupported(path);
+    };
+    let result = match kind {
+        Kind::Jsonl => {
+            return match records::schema_path(path) {
+                Some(schema) => {
+                    let (table, problems) = records::parse_table_file(path, &schema, opts);
+                    (table.map(Item::Records).into_iter().collect(), problems)
+                }
+                None => {
+                    let mut docs = Vec::new();
+                    let problems = parse_corpus_jsonl(path, opts, |d| docs.push(Item::Document(d)));
+                    (docs, problems)
+                }
+            }
+        }
+        _ => read_bytes(path, size_limit(kind, opts))
+            .and_then(|b| parse_whole(path, kind, &b, &file_uri(path), opts)),
+    };
+    one(path, result)
+}
+
+/// Parses one file's content as [`parse_file`] would, by the kind its name gives, but
+/// without the disk: documents get a `file://` URI of the path as given, and a `.jsonl`
+/// is read as a corpus (a record table needs its schema: [`parse_table_bytes`]). This
+/// is the path the fuzz targets take.
+pub fn parse_bytes(
+    path: impl AsRef<Path>,
+    bytes: &[u8],
+    opts: &IngestOptions,
+) -> (Vec<Item>, Vec<Problem>) {
+    let path = path.as_ref();
+    let Some(kind) = kind_of(path) else {
+        return unsupported(path);
+    };
+    if kind == Kind::Jsonl {
+        let mut docs = Vec::new();
+        let problems = corpus::parse_reader(path, bytes, opts, |d| docs.push(Item::Document(d)));
+        return (docs, problems);
+    }
+    let uri = format!("file://{}", path.display());
+    let result = check_size(bytes.len() as u64, size_limit(kind, opts))
+        .and_then(|()| parse_whole(path, kind, bytes, &uri, opts));
+    one(path, result)
+}
+
+/// Parses a record table from the content of its schema and of its rows, as
+/// [`parse_file`] does for a `TABLE.jsonl` beside a `TABLE.schema.yaml`.
+pub fn parse_table_bytes(
+    path: impl AsRef<Path>,
+    schema_path: impl AsRef<Path>,
+    schema: &[u8],
+    rows: &[u8],
+    opts: &IngestOptions,
+) -> (Option<RecordTable>, Vec<Problem>) {
+    records::parse_table(path.as_ref(), schema_path.as_ref(), schema, rows, opts)
+}
+
+fn unsupported(path: &Path) -> (Vec<Item>, Vec<Problem>) {
+    (
+        vec![],
+        vec![Problem::new(path, None, "unsupported file kind")],
+    )
+}
+
+fn one(path: &Path, r: Result<Item>) -> (Vec<Item>, Vec<Problem>) {
+    match r {
         Ok(item) => (vec![item], vec![]),
         Err(e) => (vec![], vec![Problem::from_error(path, &e)]),
-    };
-    match kind_of(path) {
-        None => (
-            vec![],
-            vec![Problem::new(path, None, "unsupported file kind")],
-        ),
-        Some(Kind::Jsonl) => match records::schema_path(path) {
-            Some(schema) => {
-                let (table, problems) = records::parse_table(path, &schema, opts);
-                (table.map(Item::Records).into_iter().collect(), problems)
-            }
-            None => {
-                let mut docs = Vec::new();
-                let problems = parse_corpus_jsonl(path, opts, |d| docs.push(Item::Document(d)));
-                (docs, problems)
-            }
-        },
-        Some(Kind::Principals) => {
-            one(read_text(path, opts).and_then(|t| records::parse_principals(path, &t)))
-        }
-        Some(k) => one(read_bytes(path, opts).and_then(|b| {
-            let text = utf8(&b)?;
-            let d = match k {
-                Kind::Markdown => doc::parse_markdown(path, text, &b, opts),
-                Kind::Html => doc::parse_html(path, text, &b, opts),
-                _ => doc::parse_text(path, text, &b, opts),
-            }?;
-            Ok(Item::Document(d))
-        })),
     }
+}
+
+fn size_limit(kind: Kind, opts: &IngestOptions) -> u64 {
+    match kind {
+        Kind::Principals => opts.max_yaml_bytes.min(opts.max_file_bytes),
+        _ => opts.max_file_bytes,
+    }
+}
+
+/// Everything read whole: documents and principals.
+fn parse_whole(
+    path: &Path,
+    kind: Kind,
+    bytes: &[u8],
+    uri: &str,
+    opts: &IngestOptions,
+) -> Result<Item> {
+    let text = guard::text(bytes)?;
+    Ok(match kind {
+        Kind::Principals => records::parse_principals(path, text)?,
+        Kind::Markdown => Item::Document(doc::parse_markdown(path, text, bytes, uri, opts)?),
+        Kind::Html => Item::Document(doc::parse_html(path, text, bytes, uri, opts)?),
+        Kind::Text => Item::Document(doc::parse_text(path, text, bytes, uri, opts)?),
+        Kind::Jsonl => unreachable!("JSONL is read line by line"),
+    })
+}
+
+fn file_uri(path: &Path) -> String {
+    let p = fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    format!("file://{}", p.display())
 }
 
 /// Parses YAML that starts on line `first_line` of its file. The text is parsed behind
@@ -294,6 +405,7 @@ pub(crate) fn from_yaml<T: serde::de::DeserializeOwned>(src: &str, first_line: u
     } else {
         src
     };
+    guard::check_yaml(src).map_err(|msg| Error::Yaml { line: None, msg })?;
     serde_yaml::from_str(src).map_err(|e| Error::Yaml {
         line: e.location().map(|l| l.line()),
         msg: e.to_string(),
@@ -304,29 +416,37 @@ pub(crate) fn from_yaml<T: serde::de::DeserializeOwned>(src: &str, first_line: u
 pub(crate) fn json_error(e: serde_json::Error) -> Error {
     let s = e.to_string();
     let msg = s.rsplit_once(" at line ").map_or(s.as_str(), |(m, _)| m);
+    // serde_json stops at 128 levels of nesting, before its recursion could overflow.
+    let msg = match msg {
+        "recursion limit exceeded" => "nested more than 128 levels deep",
+        m => m,
+    };
     Error::Json {
         line: None,
         msg: format!("{msg} (column {})", e.column()),
     }
 }
 
-/// Calls `f` with each line (1-based number, text without the line break) of a file,
-/// streaming, so that a corpus larger than memory can be read. A line over `max_line`
-/// bytes or with invalid UTF-8 is passed as an error and the reading goes on.
+/// Calls `f` with each line (1-based number, text without the line break) of a stream,
+/// so that a corpus larger than memory can be read. A line over `max_line` bytes or with
+/// invalid UTF-8 is passed as an error and the reading goes on, until `f` returns false.
+/// A stream whose first bytes are binary is refused whole.
 pub(crate) fn each_line(
-    path: &Path,
+    mut r: impl BufRead,
     max_line: u64,
-    mut f: impl FnMut(usize, Result<&str>),
+    mut f: impl FnMut(usize, Result<&str>) -> bool,
 ) -> Result<()> {
-    use std::io::{BufRead, Read};
-    let mut r = std::io::BufReader::new(fs::File::open(path)?);
+    use std::io::Read;
+    const HEAD: usize = 8 << 10;
+    let head = r.fill_buf()?;
+    guard::check_head(&head[..head.len().min(HEAD)])?;
     let mut buf = Vec::new();
     for n in 1.. {
         buf.clear();
         if (&mut r).take(max_line + 1).read_until(b'\n', &mut buf)? == 0 {
             break;
         }
-        if !buf.ends_with(b"\n") && buf.len() as u64 > max_line {
+        let go_on = if !buf.ends_with(b"\n") && buf.len() as u64 > max_line {
             let rest = r.skip_until(b'\n')? as u64;
             let size = buf.len() as u64 + rest.saturating_sub(1);
             f(
@@ -335,39 +455,48 @@ pub(crate) fn each_line(
                     size,
                     limit: max_line,
                 }),
-            );
-            continue;
+            )
+        } else {
+            let line = buf.strip_suffix(b"\n").unwrap_or(&buf);
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let text = std::str::from_utf8(line).map_err(|_| Error::Utf8 { line: n });
+            f(n, text.map(|t| t.strip_prefix('\u{feff}').unwrap_or(t)))
+        };
+        if !go_on {
+            break;
         }
-        let line = buf.strip_suffix(b"\n").unwrap_or(&buf);
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        f(n, utf8(line).map_err(|_| Error::Utf8 { line: n }));
     }
     Ok(())
 }
 
-pub(crate) fn read_bytes(path: &Path, opts: &IngestOptions) -> Result<Vec<u8>> {
-    let size = fs::metadata(path)?.len();
-    if size > opts.max_file_bytes {
-        return Err(Error::Oversized {
-            size,
-            limit: opts.max_file_bytes,
-        });
+fn check_size(size: u64, limit: u64) -> Result<()> {
+    match size > limit {
+        true => Err(Error::Oversized { size, limit }),
+        false => Ok(()),
     }
-    Ok(fs::read(path)?)
 }
 
-pub(crate) fn read_text(path: &Path, opts: &IngestOptions) -> Result<String> {
-    Ok(utf8(&read_bytes(path, opts)?)?.to_string())
+/// Opens a regular file (a symlink to one is followed) and tells its size. A device,
+/// pipe or socket given a text file's name is refused before it is opened: reading one
+/// might never end.
+pub(crate) fn open_regular(path: &Path) -> Result<(fs::File, u64)> {
+    let m = fs::metadata(path)?;
+    if !m.is_file() {
+        return Err(Error::invalid(None, "not a regular file"));
+    }
+    Ok((fs::File::open(path)?, m.len()))
 }
 
-/// Checks UTF-8 and drops a byte-order mark, which editors on some systems add.
-pub(crate) fn utf8(b: &[u8]) -> Result<&str> {
-    match std::str::from_utf8(b) {
-        Ok(s) => Ok(s.strip_prefix('\u{feff}').unwrap_or(s)),
-        Err(e) => Err(Error::Utf8 {
-            line: 1 + b[..e.valid_up_to()].iter().filter(|&&c| c == b'\n').count(),
-        }),
-    }
+/// Reads a whole file of at most `limit` bytes.
+pub(crate) fn read_bytes(path: &Path, limit: u64) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let (file, size) = open_regular(path)?;
+    check_size(size, limit)?;
+    let mut bytes = Vec::with_capacity(size as usize);
+    // The file may have grown since.
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    check_size(bytes.len() as u64, limit)?;
+    Ok(bytes)
 }
 
 /// blake3 of what the chunks are a function of: chunker, chunk bound and source bytes.
@@ -379,9 +508,14 @@ pub(crate) fn digest(source: &[u8], opts: &IngestOptions) -> String {
     h.finalize().to_hex().to_string()
 }
 
-/// Chunks `body` and fills every chunk field from the document.
-pub(crate) fn document(meta: DocumentVersion, body: &str, opts: &IngestOptions) -> ParsedDocument {
-    let chunks = chunk_text(body, opts.max_chunk_chars)
+/// Chunks `body` and fills every chunk field from the document; a body with nothing to
+/// index is an error, not a document without chunks.
+pub(crate) fn document(
+    meta: DocumentVersion,
+    body: &str,
+    opts: &IngestOptions,
+) -> Result<ParsedDocument> {
+    let chunks: Vec<Chunk> = chunk_text(body, opts.max_chunk_chars)
         .into_iter()
         .enumerate()
         .map(|(i, s)| Chunk {
@@ -400,5 +534,8 @@ pub(crate) fn document(meta: DocumentVersion, body: &str, opts: &IngestOptions) 
             title: meta.title.clone(),
         })
         .collect();
-    ParsedDocument { meta, chunks }
+    if chunks.is_empty() {
+        return Err(Error::Empty);
+    }
+    Ok(ParsedDocument { meta, chunks })
 }

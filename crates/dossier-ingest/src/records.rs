@@ -1,6 +1,7 @@
 //! Record tables (`TABLE.jsonl` beside `TABLE.schema.yaml`) and `principals.yaml`.
 
 use std::collections::{HashMap, HashSet};
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 use chrono::NaiveDate;
@@ -8,9 +9,10 @@ use dossier_core::{Principal, RecordRow, RecordSchema};
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::guard::{self, Problems};
 use crate::{
-    each_line, from_yaml, json_error, read_text, Error, IngestOptions, Item, Problem, RecordTable,
-    Result,
+    check_size, each_line, from_yaml, json_error, read_bytes, Error, IngestOptions, Item, Problem,
+    RecordTable, Result,
 };
 
 /// Field types a schema may declare under `fields:`.
@@ -66,12 +68,27 @@ pub(crate) fn parse_schema(src: &str) -> Result<RecordSchema> {
         ("tenant", &schema.tenant),
         ("key", &schema.key),
     ] {
+        let line = find_line(src, 0, &format!("{name}:"));
         if value.trim().is_empty() {
-            let line = find_line(src, 0, &format!("{name}:"));
             return Err(Error::invalid(line, format!("`{name}` is empty")));
         }
+        guard::id(&format!("`{name}`"), value, line)?;
+    }
+    if let Some(f) = &schema.owner_field {
+        guard::id("`owner_field`", f, find_line(src, 0, "owner_field:"))?;
+    }
+    let groups_line = find_line(src, 0, "read_groups:");
+    for g in &schema.read_groups {
+        guard::id("`read_groups` group", g, groups_line)?;
     }
     for l in &schema.links {
+        if let Some(t) = &l.table {
+            guard::id(
+                "linked `table`",
+                t,
+                find_line(src, 0, &format!("field: {}", l.field)),
+            )?;
+        }
         let targets = [l.table.is_some(), l.document, l.entity.is_some()];
         if targets.iter().filter(|&&t| t).count() != 1 {
             return Err(Error::invalid(
@@ -112,49 +129,89 @@ pub(crate) fn parse_schema(src: &str) -> Result<RecordSchema> {
     Ok(schema)
 }
 
-/// Reads a table. A bad schema rejects the table; a bad row is a problem and is left
-/// out, and the other rows land.
-pub(crate) fn parse_table(
+fn yaml_limit(opts: &IngestOptions) -> u64 {
+    opts.max_yaml_bytes.min(opts.max_file_bytes)
+}
+
+/// Reads a table from its files.
+pub(crate) fn parse_table_file(
     path: &Path,
     schema_path: &Path,
     opts: &IngestOptions,
 ) -> (Option<RecordTable>, Vec<Problem>) {
-    let schema = match read_text(schema_path, opts).and_then(|s| parse_schema(&s)) {
+    let schema = match read_bytes(schema_path, yaml_limit(opts)) {
+        Ok(b) => b,
+        Err(e) => return (None, vec![Problem::from_error(schema_path, &e)]),
+    };
+    let rows = crate::open_regular(path).and_then(|(file, size)| {
+        check_size(size, opts.max_file_bytes)?;
+        // Bounded here too, in case the file grows while it is read.
+        let bounded = std::io::Read::take(file, opts.max_file_bytes + 1);
+        Ok(std::io::BufReader::new(bounded))
+    });
+    table(path, schema_path, &schema, rows, opts)
+}
+
+/// Reads a table from the content of its files.
+pub(crate) fn parse_table(
+    path: &Path,
+    schema_path: &Path,
+    schema: &[u8],
+    rows: &[u8],
+    opts: &IngestOptions,
+) -> (Option<RecordTable>, Vec<Problem>) {
+    if let Err(e) = check_size(schema.len() as u64, yaml_limit(opts)) {
+        return (None, vec![Problem::from_error(schema_path, &e)]);
+    }
+    let rows = check_size(rows.len() as u64, opts.max_file_bytes).map(|()| rows);
+    table(path, schema_path, schema, rows, opts)
+}
+
+/// Reads a table. A bad schema rejects the table; a bad row is a problem and is left
+/// out, and the other rows land.
+fn table(
+    path: &Path,
+    schema_path: &Path,
+    schema: &[u8],
+    rows_in: Result<impl BufRead>,
+    opts: &IngestOptions,
+) -> (Option<RecordTable>, Vec<Problem>) {
+    let schema = match guard::text(schema).and_then(parse_schema) {
         Ok(s) => s,
         Err(e) => return (None, vec![Problem::from_error(schema_path, &e)]),
     };
-    let mut problems = Vec::new();
+    let mut problems = Problems::new(path);
     let mut rows = Vec::new();
     let mut seen: HashMap<String, usize> = HashMap::new();
-    let read = std::fs::metadata(path)
-        .map_err(Error::from)
-        .and_then(|m| match m.len() > opts.max_file_bytes {
-            true => Err(Error::Oversized {
-                size: m.len(),
-                limit: opts.max_file_bytes,
-            }),
-            false => Ok(()),
+    let read = rows_in.and_then(|r| {
+        each_line(r, opts.max_file_bytes, |n, line| {
+            let blank = line.as_ref().is_ok_and(|l| l.trim().is_empty());
+            if blank {
+                return true;
+            }
+            if rows.len() >= opts.max_rows {
+                let msg = format!(
+                    "the table has more than {} rows; this and later lines are not read",
+                    opts.max_rows
+                );
+                problems.push(Some(n), msg);
+                return false;
+            }
+            let problem = match line.and_then(|l| row(&schema, l)) {
+                Ok(r) => match seen.get(&r.key) {
+                    Some(first) => format!("duplicate key {:?} (first on line {first})", r.key),
+                    None => {
+                        seen.insert(r.key.clone(), n);
+                        rows.push(r);
+                        return true;
+                    }
+                },
+                Err(e) => e.to_string(),
+            };
+            problems.push(Some(n), problem);
+            true
         })
-        .and_then(|()| {
-            each_line(path, opts.max_file_bytes, |n, line| {
-                let row = line.and_then(|l| match l.trim().is_empty() {
-                    true => Ok(None),
-                    false => row(&schema, l).map(Some),
-                });
-                let problem = match row {
-                    Ok(None) => return,
-                    Ok(Some(r)) => match seen.get(&r.key) {
-                        Some(first) => format!("duplicate key {:?} (first on line {first})", r.key),
-                        None => {
-                            seen.insert(r.key.clone(), n);
-                            return rows.push(r);
-                        }
-                    },
-                    Err(e) => e.to_string(),
-                };
-                problems.push(Problem::new(path, Some(n), problem));
-            })
-        });
+    });
     if let Err(e) = read {
         return (None, vec![Problem::from_error(path, &e)]);
     }
@@ -163,7 +220,7 @@ pub(crate) fn parse_table(
         rows,
         path: path.to_path_buf(),
     };
-    (Some(table), problems)
+    (Some(table), problems.finish())
 }
 
 fn row(schema: &RecordSchema, line: &str) -> Result<RecordRow> {
@@ -183,6 +240,7 @@ fn row(schema: &RecordSchema, line: &str) -> Result<RecordRow> {
             ))
         }
     };
+    guard::id("row key", &key, None)?;
     for f in &schema.date_fields {
         match fields.get(f) {
             None | Some(Value::Null) => {}
@@ -238,6 +296,11 @@ pub(crate) fn parse_principals(path: &Path, src: &str) -> Result<Item> {
                 line_of(i),
                 "a principal needs an `id` and a `tenant`",
             ));
+        }
+        guard::id("principal `id`", &p.id, line_of(i))?;
+        guard::id("principal `tenant`", &p.tenant, line_of(i))?;
+        for g in &p.groups {
+            guard::id("principal group", g, line_of(i))?;
         }
         if !seen.insert(p.id.as_str()) {
             return Err(Error::invalid(
