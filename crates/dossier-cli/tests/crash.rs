@@ -158,7 +158,7 @@ fn ingest_killed_at_random_moments_leaves_whole_documents_and_ends_equal_to_a_cl
         }
         let landed = inspect(&store);
         assert_whole(&landed, &format!("after kill {round}"));
-        if landed.len() % per_round != 0 {
+        if !landed.len().is_multiple_of(per_round) {
             partial += 1;
         }
         eprintln!(
