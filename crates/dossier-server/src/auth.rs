@@ -324,4 +324,35 @@ mod tests {
         assert!(parse(Path::new("k.yaml"), "- {key: abc, principal: u7}").is_err());
         assert!(parse(Path::new("k.yaml"), "").unwrap().is_empty());
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        /// The keys file is operator input, but a broken one must be an error, never a
+        /// panic or a key that was not written: arbitrary text, and YAML-shaped text
+        /// with hostile values, either parses into entries that name what the text
+        /// says or fails with a message.
+        #[test]
+        fn the_keys_parser_never_panics_and_never_invents_a_key(
+            text in "\\PC{0,400}",
+            principal in "\\PC{0,40}",
+            hex in "[0-9a-fA-F]{0,70}",
+            admin in proptest::bool::ANY,
+        ) {
+            let _ = parse(Path::new("k.yaml"), &text);
+            let line = format!("- {{key_sha256: {hex}, principal: {principal:?}, admin: {admin}}}\n");
+            match parse(Path::new("k.yaml"), &line) {
+                Ok(keys) => {
+                    proptest::prop_assert!(keys.len() <= 1);
+                    for (hash, entry) in &keys {
+                        proptest::prop_assert_eq!(hex.len(), 64);
+                        proptest::prop_assert_eq!(parse_hex32(&hex), Some(*hash));
+                        proptest::prop_assert!(!entry.principal.trim().is_empty());
+                        proptest::prop_assert!(!entry.operator);
+                    }
+                }
+                Err(e) => proptest::prop_assert!(!e.message.is_empty()),
+            }
+        }
+    }
 }
