@@ -21,6 +21,7 @@ mod corpus;
 mod doc;
 mod guard;
 mod html;
+pub mod keys;
 mod records;
 
 use std::fmt;

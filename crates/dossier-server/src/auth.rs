@@ -23,7 +23,6 @@ use std::time::SystemTime;
 use axum::extract::FromRequestParts;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
-use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use crate::error::{ApiError, Failure};
@@ -47,17 +46,6 @@ pub struct KeyEntry {
     pub admin: bool,
     /// May also run store-wide operations (reindex). Implies `admin`.
     pub operator: bool,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct KeyLine {
-    key_sha256: String,
-    principal: String,
-    #[serde(default)]
-    admin: bool,
-    #[serde(default)]
-    operator: bool,
 }
 
 /// Identifies one state of the keys file on disk.
@@ -102,52 +90,25 @@ pub fn hash_key(key: &str) -> String {
         .collect()
 }
 
-fn parse_hex32(s: &str) -> Option<[u8; 32]> {
-    let s = s.trim();
-    if s.len() != 64 || !s.is_ascii() {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
-    }
-    Some(out)
-}
-
 fn parse(path: &Path, text: &str) -> Result<HashMap<[u8; 32], KeyEntry>, KeysError> {
-    let err = |message: String| KeysError {
+    // The format (and its limits) is dossier-ingest's; what a key grants is decided here.
+    let grants = dossier_ingest::keys::parse_keys(text).map_err(|message| KeysError {
         path: path.to_path_buf(),
         message,
-    };
-    let lines: Vec<KeyLine> = if text.trim().is_empty() {
-        Vec::new()
-    } else {
-        serde_yaml::from_str(text).map_err(|e| err(e.to_string()))?
-    };
-    let mut keys = HashMap::new();
-    for (i, line) in lines.into_iter().enumerate() {
-        let hash = parse_hex32(&line.key_sha256).ok_or_else(|| {
-            err(format!(
-                "entry {}: key_sha256 must be 64 hex digits (the SHA-256 of the key)",
-                i + 1
-            ))
-        })?;
-        if line.principal.trim().is_empty() {
-            return Err(err(format!("entry {}: empty principal", i + 1)));
-        }
-        let entry = KeyEntry {
-            principal: line.principal,
-            admin: line.admin || line.operator,
-            operator: line.operator,
-        };
-        if keys.insert(hash, entry).is_some() {
-            return Err(err(format!(
-                "entry {}: the same key hash appears twice",
-                i + 1
-            )));
-        }
-    }
-    Ok(keys)
+    })?;
+    Ok(grants
+        .into_iter()
+        .map(|g| {
+            (
+                g.hash,
+                KeyEntry {
+                    principal: g.principal,
+                    admin: g.admin,
+                    operator: g.operator,
+                },
+            )
+        })
+        .collect())
 }
 
 impl KeyStore {
@@ -346,7 +307,7 @@ mod tests {
                     proptest::prop_assert!(keys.len() <= 1);
                     for (hash, entry) in &keys {
                         proptest::prop_assert_eq!(hex.len(), 64);
-                        proptest::prop_assert_eq!(parse_hex32(&hex), Some(*hash));
+                        proptest::prop_assert_eq!(dossier_ingest::keys::parse_hex32(&hex), Some(*hash));
                         proptest::prop_assert!(!entry.principal.trim().is_empty());
                         proptest::prop_assert!(!entry.operator);
                     }

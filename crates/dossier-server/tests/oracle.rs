@@ -482,7 +482,9 @@ async fn world_server(
         Box::new(dossier_embed::HashEmbedder::new(64)),
     )
     .unwrap();
-    let report = engine.ingest(std::slice::from_ref(&corpus), &mut ()).unwrap();
+    let report = engine
+        .ingest(std::slice::from_ref(&corpus), &mut ())
+        .unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     let server = Server::start(Arc::new(engine), &[]).await;
     std::fs::write(
