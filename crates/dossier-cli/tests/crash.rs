@@ -257,18 +257,20 @@ fn upload_job(base: &str, files: &[(String, String)]) -> reqwest::blocking::Resp
         .unwrap()
 }
 
-#[test]
-fn serve_killed_during_upload_jobs_leaves_whole_documents() {
+/// A store holding one admin principal, and a keys file with its key (`key-admin`).
+fn served_store() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     let people = principals(dir.path());
-    assert!(dossier(&store)
-        .arg("ingest")
-        .arg(&people)
-        .status()
-        .unwrap()
-        .success());
+    let ok = dossier(&store).arg("ingest").arg(&people).status().unwrap();
+    assert!(ok.success());
     let keys = keys_file(dir.path());
+    (dir, store, keys)
+}
+
+#[test]
+fn serve_killed_during_upload_jobs_leaves_whole_documents() {
+    let (_dir, store, keys) = served_store();
     let (mut kills, mut partial, mut before) = (0, 0, 0);
     let per_job = 1200;
     for round in 0..6 {
@@ -301,16 +303,7 @@ fn serve_killed_during_upload_jobs_leaves_whole_documents() {
 /// store is whole afterwards.
 #[test]
 fn sigterm_ends_serve_within_its_drain_time_even_with_a_long_job_running() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("store");
-    let people = principals(dir.path());
-    assert!(dossier(&store)
-        .arg("ingest")
-        .arg(&people)
-        .status()
-        .unwrap()
-        .success());
-    let keys = keys_file(dir.path());
+    let (_dir, store, keys) = served_store();
     let s = serve(&store, &keys, &["--drain-ms", "500"]);
     let files: Vec<(String, String)> = (0..3000)
         .map(|i| (format!("doc-{i:04}.md"), doc_text(i)))

@@ -77,7 +77,9 @@ impl Engine {
                 mode.name()
             )));
         }
-        let view = self.store.view();
+        // One snapshot: the admission set, the indexes and the check of the hits.
+        let snap = self.store.snapshot();
+        let view = &snap.view;
         let wanted: HashSet<&str> = doc_ids.iter().map(String::as_str).collect();
         let admitted: Vec<u32> = (0..view.entries.len())
             .filter(|&i| wanted.contains(view.entries[i].meta.doc_id.as_str()))
@@ -85,8 +87,8 @@ impl Engine {
             .map(|i| view.entries[i].dv)
             .collect();
         let admit = Admit::from_ordinals(admitted);
-        let ranked = self.rank_admitted(scope.tenant(), cancel, query, mode, k, &admit)?;
-        self.hydrate(scope, &ranked, k)
+        let ranked = self.rank_in(&snap, scope.tenant(), cancel, query, mode, k, &admit)?;
+        self.hydrate_in(view, scope, &ranked, k)
     }
 
     /// One record by table and key, judged for the scope's principal and groups.

@@ -286,29 +286,10 @@ impl Engine {
         self.rank_in(&snap, scope.tenant(), cancel, query, mode, k, &admit)
     }
 
-    /// Ranks in a basic mode under an admission set the caller computed from a scope.
-    pub(crate) fn rank_admitted(
-        &self,
-        tenant: &str,
-        cancel: &Cancel,
-        query: &str,
-        mode: Mode,
-        k: usize,
-        admit: &Admit,
-    ) -> Result<Vec<Scored>> {
-        self.rank_in(
-            &self.store.snapshot(),
-            tenant,
-            cancel,
-            query,
-            mode,
-            k,
-            admit,
-        )
-    }
-
+    /// Ranks in a basic mode under an admission set the caller computed from a scope,
+    /// on one snapshot; the tenant's turn in the embedding queue, until `cancel`.
     #[allow(clippy::too_many_arguments)]
-    fn rank_in(
+    pub(crate) fn rank_in(
         &self,
         snap: &Snapshot,
         tenant: &str,
@@ -356,7 +337,7 @@ impl Engine {
         self.hydrate_in(&self.store.view(), scope, ranked, k)
     }
 
-    fn hydrate_in(
+    pub(crate) fn hydrate_in(
         &self,
         view: &DocsView,
         scope: &Scope,

@@ -15,7 +15,6 @@ use std::sync::Arc;
 
 use common::world::{seeds, World};
 use common::{Reply, Server};
-use dossier_engine::Engine;
 use dossier_server::{hash_key, KeyStore};
 use serde_json::{json, Value};
 
@@ -34,14 +33,7 @@ async fn fixture(seed: u64) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let corpus = dir.path().join("corpus");
     let world = World::write(&corpus, seed);
-    let engine = Engine::with_embedder(
-        &dir.path().join("store"),
-        "hash:64",
-        Box::new(dossier_embed::HashEmbedder::new(64)),
-    )
-    .unwrap();
-    let report = engine.ingest(&[corpus], &mut ()).unwrap();
-    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    let engine = common::hash_engine(&dir.path().join("store"), &[corpus]);
     let server = Server::start(Arc::new(engine), &[]).await;
     let keys = format!(
         "- {{key_sha256: {}, principal: reader}}\n\
@@ -476,16 +468,7 @@ async fn world_server(
     let dir = tempfile::tempdir().unwrap();
     let corpus = dir.path().join("corpus");
     let world = write(&corpus, seed);
-    let engine = Engine::with_embedder(
-        &dir.path().join("store"),
-        "hash:64",
-        Box::new(dossier_embed::HashEmbedder::new(64)),
-    )
-    .unwrap();
-    let report = engine
-        .ingest(std::slice::from_ref(&corpus), &mut ())
-        .unwrap();
-    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    let engine = common::hash_engine(&dir.path().join("store"), std::slice::from_ref(&corpus));
     let server = Server::start(Arc::new(engine), &[]).await;
     std::fs::write(
         &server.keys_path,

@@ -26,20 +26,25 @@ pub fn scenarios() -> PathBuf {
 /// The directory must outlive the engine.
 pub fn fresh_engine() -> (TempDir, Arc<Engine>) {
     let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::with_embedder(
+    let engine = hash_engine(
         &dir.path().join("store"),
+        &[scenarios().join("shop"), scenarios().join("acme")],
+    );
+    (dir, Arc::new(engine))
+}
+
+/// A store at `store` with the 64-dimension hash embedder and `paths` ingested, which
+/// must ingest without a problem.
+pub fn hash_engine(store: &Path, paths: &[PathBuf]) -> Engine {
+    let engine = Engine::with_embedder(
+        store,
         "hash:64",
         Box::new(dossier_embed::HashEmbedder::new(64)),
     )
     .unwrap();
-    let report = engine
-        .ingest(
-            &[scenarios().join("shop"), scenarios().join("acme")],
-            &mut (),
-        )
-        .unwrap();
+    let report = engine.ingest(paths, &mut ()).unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
-    (dir, Arc::new(engine))
+    engine
 }
 
 /// One engine for the whole test binary, for the tests that do not write (the store is
