@@ -203,8 +203,7 @@ impl std::str::FromStr for Fusion {
 impl Engine {
     /// Searches as a principal from the catalog.
     pub fn search(&self, req: &SearchRequest) -> Result<SearchResponse> {
-        let scope = self.scope(&req.principal, req.as_of.unwrap_or(req.now))?;
-        self.search_scoped(&scope, &req.query, req.mode, req.k)
+        self.search_until(req, &Cancel::default())
     }
 
     /// Searches under a scope the program built itself (eval, the agent).
@@ -236,10 +235,10 @@ impl Engine {
         cancel: &Cancel,
     ) -> Result<SearchResponse> {
         cancelled(cancel)?;
+        if query.trim().is_empty() {
+            return Err(Error::Invalid("empty query".into()));
+        }
         if mode.is_graph() {
-            if query.trim().is_empty() {
-                return Err(Error::Invalid("empty query".into()));
-            }
             let g = self.graph_rank(scope, query, mode, k, cancel)?;
             cancelled(cancel)?;
             let mut resp = self.hydrate(scope, &g.ranked, k + g.expansions)?;
@@ -248,9 +247,6 @@ impl Engine {
                 resp.reports = Some(g.reports);
             }
             return Ok(resp);
-        }
-        if query.trim().is_empty() {
-            return Err(Error::Invalid("empty query".into()));
         }
         // One snapshot for the whole request: the admission set, the indexes searched
         // and the hydration check all come from the same commit.
