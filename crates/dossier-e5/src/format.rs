@@ -231,7 +231,7 @@ impl<'a> ModelFile<'a> {
                 .ok_or_else(|| bad(format!("tensor {name} lies outside the file")))?;
             let tensor = match dtype {
                 0 if nbytes == elements * 4 => Tensor::F32(data),
-                1 if elements % BLOCK == 0 && nbytes == elements / BLOCK * BLOCK_BYTES => {
+                1 if elements.is_multiple_of(BLOCK) && nbytes == elements / BLOCK * BLOCK_BYTES => {
                     Tensor::Q4(data)
                 }
                 _ => {

@@ -247,7 +247,8 @@ simd! {
             let scale = amax / 127.0;
             let inv = if scale > 0.0 { 1.0 / scale } else { 0.0 };
             for (q, &v) in qb.iter_mut().zip(xb) {
-                // max/min (not clamp) so that a NaN lands in range too.
+                // max/min rather than clamp: clamp keeps a NaN, max/min put it in range.
+                #[allow(clippy::manual_clamp)]
                 let r = ((v * inv + ROUND) - ROUND).max(-128.0).min(127.0) + 128.0;
                 // SAFETY: r is finite and within 0..=255.
                 *q = unsafe { r.to_int_unchecked::<u8>() };

