@@ -161,20 +161,40 @@ pub fn run(a: &EmbedBenchArgs, json: bool) -> Result<ExitCode> {
         }
     };
 
-    // Agreement, per language.
-    let mut cos: Vec<(String, Vec<f64>)> = Vec::new();
-    let per_set_p = a.agreement_passages.div_ceil(SETS.len());
-    let per_set_q = a.agreement_queries.div_ceil(SETS.len());
+    // Agreement, per language: the texts of every set, with the quota of a set too
+    // small to fill its share passed on to the others.
+    let mut sets = Vec::new();
     for (set, lang) in SETS {
         let dir = a.datasets.join(set);
-        let passages = spread(
-            &read_jsonl(&dir.join("corpus.jsonl"), "passage")?,
-            per_set_p,
-        );
-        let queries = spread(
-            &read_jsonl(&dir.join("questions.jsonl"), "question")?,
-            per_set_q,
-        );
+        sets.push((
+            *set,
+            *lang,
+            read_jsonl(&dir.join("corpus.jsonl"), "passage")?,
+            read_jsonl(&dir.join("questions.jsonl"), "question")?,
+        ));
+    }
+    let quotas = |total: usize, sizes: Vec<usize>| -> Vec<usize> {
+        let mut order: Vec<usize> = (0..sizes.len()).collect();
+        order.sort_by_key(|&i| sizes[i]);
+        let (mut left, mut out) = (total, vec![0; sizes.len()]);
+        for (n, &i) in order.iter().enumerate() {
+            out[i] = sizes[i].min(left.div_ceil(sizes.len() - n));
+            left -= out[i].min(left);
+        }
+        out
+    };
+    let pq = quotas(
+        a.agreement_passages,
+        sets.iter().map(|s| s.2.len()).collect(),
+    );
+    let qq = quotas(
+        a.agreement_queries,
+        sets.iter().map(|s| s.3.len()).collect(),
+    );
+    let mut cos: Vec<(String, Vec<f64>)> = Vec::new();
+    for (i, (set, lang, corpus, questions)) in sets.iter().enumerate() {
+        let passages = spread(corpus, pq[i]);
+        let queries = spread(questions, qq[i]);
         say(format!(
             "agreement: {set}: {} passages, {} queries",
             passages.len(),

@@ -150,6 +150,7 @@ impl<'a> ModelFile<'a> {
         if block != BLOCK
             || hidden == 0
             || heads == 0
+            || vocab == 0
             || hidden % heads != 0
             || hidden % BLOCK != 0
             || ffn % BLOCK != 0
@@ -171,6 +172,9 @@ impl<'a> ModelFile<'a> {
         };
 
         let n_pieces = c.count("pieces", vocab)?;
+        if n_pieces == 0 {
+            return Err(bad("the vocabulary is empty".into()));
+        }
         let id = |c: &mut Cursor, what: &str| c.count(what, n_pieces.saturating_sub(1));
         let bos = id(&mut c, "bos")? as u32;
         let eos = id(&mut c, "eos")? as u32;
@@ -200,7 +204,8 @@ impl<'a> ModelFile<'a> {
             bytes: c.take(norm_bytes)?,
             at: 0,
         };
-        let mut normalise = HashMap::with_capacity(n_norm);
+        // Sized by the bytes present, not the count claimed (an entry is at least 5 bytes).
+        let mut normalise = HashMap::with_capacity(n_norm.min(norm_bytes / 5));
         for _ in 0..n_norm {
             let cp = n.u32()?;
             let outs = (0..n.u8()?).map(|_| n.u32()).collect::<Result<Vec<_>>>()?;
