@@ -24,6 +24,7 @@ struct Layer {
 
 pub struct Encoder {
     pub shape: Shape,
+    /// The word embeddings, Q4_0 rows as in the file (see [`Encoder::set_word_table`]).
     word: Vec<u8>,
     pos: Vec<f32>,
     token_type: Vec<f32>,
@@ -47,7 +48,9 @@ impl Shared {
 }
 
 impl Encoder {
-    pub fn from_file(f: &ModelFile<'_>) -> Result<Self> {
+    /// Everything but the word table, which stays where it is in the file's bytes: the
+    /// returned range locates it, for [`Encoder::set_word_table`].
+    pub fn from_file(f: &ModelFile<'_>, file: &[u8]) -> Result<(Self, std::ops::Range<usize>)> {
         let s = f.shape;
         let (h, ff) = (s.hidden, s.ffn);
         let ln = |name: &str| -> Result<(Vec<f32>, Vec<f32>)> {
@@ -89,15 +92,32 @@ impl Encoder {
                 ffn_ln: ln(&name("oln"))?,
             });
         }
-        Ok(Self {
+        let word = f.q4("emb.word", s.vocab, h)?;
+        let start = word.as_ptr() as usize - file.as_ptr() as usize;
+        let encoder = Self {
             shape: s,
-            word: f.q4("emb.word", s.vocab, h)?.to_vec(),
+            word: Vec::new(),
             pos: f.f32("emb.pos", s.max_positions * h)?,
             // Only type 0 is ever used: the first row.
             token_type: f.f32("emb.type", 2 * h)?[..h].to_vec(),
             emb_ln: ln("emb.ln")?,
             layers,
-        })
+        };
+        Ok((encoder, start..start + word.len()))
+    }
+
+    /// Takes the word table: the file's bytes with the table moved to their front and the
+    /// rest cut off, so that loading never holds two copies of its 54 MB.
+    pub fn set_word_table(&mut self, mut file: Vec<u8>, range: std::ops::Range<usize>) {
+        let len = range.len();
+        assert_eq!(
+            len,
+            self.shape.vocab * self.shape.hidden / BLOCK * BLOCK_BYTES
+        );
+        file.copy_within(range, 0);
+        file.truncate(len);
+        file.shrink_to_fit();
+        self.word = file;
     }
 
     /// Multiply-accumulates of the matrix products per token (attention excluded).

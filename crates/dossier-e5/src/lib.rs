@@ -80,20 +80,28 @@ pub struct E5Model {
 }
 
 impl E5Model {
-    /// Reads and loads the model file at `path` (see [`E5Model::from_bytes`]).
+    /// Reads and loads the model file at `path` (see [`E5Model::from_vec`]).
     pub fn open(path: &Path, threads: usize) -> Result<Self> {
         let bytes = std::fs::read(path)
             .map_err(|e| E5Error::Io(format!("cannot read {}: {e}", path.display())))?;
-        Self::from_bytes(&bytes, threads)
+        Self::from_vec(bytes, threads)
+    }
+
+    /// [`E5Model::from_vec`] of a copy of `bytes`.
+    pub fn from_bytes(bytes: &[u8], threads: usize) -> Result<Self> {
+        Self::from_vec(bytes.to_vec(), threads)
     }
 
     /// Loads a model from the bytes of its file, with `threads` worker threads (0: one
-    /// per available core). The weights are unpacked into the kernels' layout, so the
-    /// bytes need not outlive the model.
-    pub fn from_bytes(bytes: &[u8], threads: usize) -> Result<Self> {
-        let file = format::ModelFile::parse(bytes)?;
-        let encoder = encoder::Encoder::from_file(&file)?;
-        let tokenizer = Tokenizer::new(file.vocab);
+    /// per available core). The layers are unpacked into the kernels' layout; the word
+    /// table stays in `bytes`, which the model keeps (cut down to it).
+    pub fn from_vec(bytes: Vec<u8>, threads: usize) -> Result<Self> {
+        let (mut encoder, tokenizer, word) = {
+            let file = format::ModelFile::parse(&bytes)?;
+            let (encoder, word) = encoder::Encoder::from_file(&file, &bytes)?;
+            (encoder, Tokenizer::new(file.vocab), word)
+        };
+        encoder.set_word_table(bytes, word);
         let threads = if threads == 0 {
             std::thread::available_parallelism().map_or(1, |n| n.get())
         } else {

@@ -20,7 +20,7 @@ const METASPACE: char = '\u{2581}';
 
 /// The unigram tokenizer (owned tables, shareable across threads).
 pub struct Tokenizer {
-    pieces: HashMap<Box<[u8]>, u32>,
+    pieces: PieceTable,
     scores: Vec<f32>,
     normalise: HashMap<u32, Vec<u32>>,
     unk: u32,
@@ -30,19 +30,79 @@ pub struct Tokenizer {
     pub(crate) eos: u32,
 }
 
+/// Piece bytes → id: every piece in one buffer, found through an open-addressing table
+/// of ids (250,000 pieces: one allocation instead of one per piece, and a hash cheap
+/// enough for the Viterbi inner loop, which looks up every substring it tries).
+struct PieceTable {
+    bytes: Vec<u8>,
+    /// `starts[id]..starts[id + 1]` are piece `id`'s bytes.
+    starts: Vec<u32>,
+    /// Slots of `id + 1`; 0 is empty. A power of two, at most half full.
+    slots: Vec<u32>,
+}
+
+impl PieceTable {
+    fn new(pieces: &[&[u8]]) -> Self {
+        let mut bytes = Vec::with_capacity(pieces.iter().map(|p| p.len()).sum());
+        let mut starts = Vec::with_capacity(pieces.len() + 1);
+        for p in pieces {
+            starts.push(bytes.len() as u32);
+            bytes.extend_from_slice(p);
+        }
+        starts.push(bytes.len() as u32);
+        let size = (pieces.len() * 2).next_power_of_two().max(2);
+        let mut table = Self {
+            bytes,
+            starts,
+            slots: vec![0; size],
+        };
+        for (id, p) in pieces.iter().enumerate() {
+            // The first piece with given bytes wins, as in the reference's probe order.
+            if p.is_empty() || table.get(p).is_some() {
+                continue;
+            }
+            let mut at = table.home(p);
+            while table.slots[at] != 0 {
+                at = (at + 1) & (table.slots.len() - 1);
+            }
+            table.slots[at] = id as u32 + 1;
+        }
+        table
+    }
+
+    /// FNV-1a (64-bit) of the bytes, folded to a slot.
+    fn home(&self, key: &[u8]) -> usize {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for &b in key {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        (h as usize) & (self.slots.len() - 1)
+    }
+
+    fn get(&self, key: &[u8]) -> Option<u32> {
+        let mut at = self.home(key);
+        loop {
+            let slot = self.slots[at];
+            if slot == 0 {
+                return None;
+            }
+            let id = (slot - 1) as usize;
+            let piece = &self.bytes[self.starts[id] as usize..self.starts[id + 1] as usize];
+            if piece == key {
+                return Some(id as u32);
+            }
+            at = (at + 1) & (self.slots.len() - 1);
+        }
+    }
+}
+
 impl Tokenizer {
     pub(crate) fn new(v: VocabTables<'_>) -> Self {
-        let mut pieces = HashMap::with_capacity(v.pieces.len());
-        for (id, bytes) in v.pieces.iter().enumerate() {
-            // The first piece with given bytes wins, as in the reference's probe order.
-            if !bytes.is_empty() {
-                pieces.entry(Box::<[u8]>::from(*bytes)).or_insert(id as u32);
-            }
-        }
         let min = v.scores.iter().copied().fold(f32::INFINITY, f32::min);
         let max_piece_bytes = v.pieces.iter().map(|p| p.len()).max().unwrap_or(1).max(1);
         Self {
-            pieces,
+            pieces: PieceTable::new(&v.pieces),
             unk_score: if min.is_finite() { min - 10.0 } else { -10.0 },
             scores: v.scores,
             normalise: v.normalise,
@@ -110,7 +170,7 @@ impl Tokenizer {
                 if len > self.max_piece_bytes {
                     break;
                 }
-                if let Some(&id) = self.pieces.get(&bytes[from..starts[e]]) {
+                if let Some(id) = self.pieces.get(&bytes[from..starts[e]]) {
                     if id != self.unk {
                         let s = best[i] + self.scores[id as usize];
                         if s > best[e] {

@@ -85,7 +85,7 @@ impl NativeE5Embedder {
                 PINNED_MODEL.join(" or ")
             )));
         }
-        let model = E5Model::from_bytes(&bytes, threads)
+        let model = E5Model::from_vec(bytes, threads)
             .map_err(|e| Error::Embedding(format!("{e} ({})", path.display())))?;
         Ok(Self {
             model,

@@ -29,6 +29,7 @@ mod documents;
 pub mod error;
 mod jobs;
 pub mod limits;
+mod linger;
 pub mod metrics;
 mod openapi;
 mod request_id;
@@ -218,12 +219,13 @@ pub async fn serve_on(
     let jobs = state.jobs.clone();
     let drain = state.config.drain_timeout;
     let (signalled, on_signal) = tokio::sync::oneshot::channel::<()>();
-    let server = axum::serve(listener, router(state)).with_graceful_shutdown(async move {
-        shutdown.await;
-        // From here on writes and new jobs are refused; requests in flight finish.
-        stopping.store(true, Ordering::SeqCst);
-        let _ = signalled.send(());
-    });
+    let server = axum::serve(linger::LingeringListener(listener), router(state))
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            // From here on writes and new jobs are refused; requests in flight finish.
+            stopping.store(true, Ordering::SeqCst);
+            let _ = signalled.send(());
+        });
     // Shutdown ends in bounded time: requests and jobs in flight get `drain` after the
     // signal, then the server stops regardless (every commit is one catalog
     // transaction, so whatever did not finish is simply not there).

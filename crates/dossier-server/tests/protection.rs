@@ -634,6 +634,44 @@ async fn oversized_bodies_and_queries_are_refused_before_any_work() {
     s.stop().await;
 }
 
+/// A client still sending a body the server has already refused gets the 413, not a
+/// connection reset. The client here sends the headers of a 64 MiB body and 1 MiB of
+/// it, pauses until the server has answered and let go of the connection, and only
+/// then reads: closing a socket with unread data sends a reset, which throws away the
+/// response on the client's side, so this fails unless the server drains a closing
+/// connection (`linger.rs`). Then it sends a few MiB more, still answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_body_still_being_sent_gets_its_413_not_a_reset() {
+    let s = Server::start(shared_engine(), &KEYS).await;
+    let addr = s.base.trim_start_matches("http://").to_string();
+    let raw = tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(&addr).unwrap();
+        write!(
+            c,
+            "POST /v1/search HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer key-u7\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{{\"query\": \"",
+            64 << 20
+        )
+        .unwrap();
+        c.write_all(&vec![b'x'; 1 << 20]).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let mut got = Vec::new();
+        let read = c.read_to_end(&mut got);
+        (
+            read.map_err(|e| e.to_string()),
+            String::from_utf8_lossy(&got).into_owned(),
+        )
+    })
+    .await
+    .unwrap();
+    let (read, text) = raw;
+    assert!(read.is_ok(), "the response was lost: {read:?}");
+    assert!(text.starts_with("HTTP/1.1 413"), "{text}");
+    assert!(text.contains("payload_too_large"), "{text}");
+    s.stop().await;
+}
+
 /// An embedder that takes `delay` per query, counting them (the counter is shared with
 /// the test, which keeps a clone).
 struct SlowEmbedder {
