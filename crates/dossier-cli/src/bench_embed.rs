@@ -52,6 +52,8 @@ const SETS: &[(&str, &str)] = &[
 
 #[derive(Serialize, Default)]
 struct Agreement {
+    /// `en-passages`, `zh-queries`, … or `all`.
+    group: String,
     texts: usize,
     min: f64,
     p1: f64,
@@ -87,7 +89,7 @@ struct Report {
     kernels: &'static str,
     threads: usize,
     peak_gmacs: f64,
-    agreement: Vec<(String, Agreement)>,
+    agreement: Vec<Agreement>,
     throughput: Vec<Throughput>,
     latency: Latency,
 }
@@ -132,12 +134,16 @@ fn cosine(a: &[f32], b: &[f32]) -> f64 {
         .sum()
 }
 
-fn summarise(mut c: Vec<f64>) -> Agreement {
+fn summarise(group: &str, mut c: Vec<f64>) -> Agreement {
     if c.is_empty() {
-        return Agreement::default();
+        return Agreement {
+            group: group.into(),
+            ..Agreement::default()
+        };
     }
     c.sort_by(f64::total_cmp);
     Agreement {
+        group: group.into(),
         texts: c.len(),
         min: c[0],
         p1: c[c.len() / 100],
@@ -228,13 +234,10 @@ pub fn run(a: &EmbedBenchArgs, json: bool) -> Result<ExitCode> {
             }
         }
     }
-    let mut agreement: Vec<(String, Agreement)> = cos
-        .iter()
-        .map(|(k, v)| (k.clone(), summarise(v.clone())))
-        .collect();
-    agreement.push((
-        "all".into(),
-        summarise(cos.into_iter().flat_map(|(_, v)| v).collect()),
+    let mut agreement: Vec<Agreement> = cos.iter().map(|(k, v)| summarise(k, v.clone())).collect();
+    agreement.push(summarise(
+        "all",
+        cos.into_iter().flat_map(|(_, v)| v).collect(),
     ));
 
     // Throughput on two corpora, batches alternating between the engines.
@@ -321,10 +324,10 @@ pub fn run(a: &EmbedBenchArgs, json: bool) -> Result<ExitCode> {
             "kernels {}, {} threads, int8 peak taken as {:.0} GMAC/s",
             report.kernels, report.threads, report.peak_gmacs
         );
-        for (k, g) in &report.agreement {
+        for g in &report.agreement {
             println!(
-                "agreement {k:<12} {:>5} texts  cosine min {:.5}  p1 {:.5}  mean {:.6}  below 0.999: {}",
-                g.texts, g.min, g.p1, g.mean, g.below_0_999
+                "agreement {:<12} {:>5} texts  cosine min {:.5}  p1 {:.5}  mean {:.6}  below 0.999: {}",
+                g.group, g.texts, g.min, g.p1, g.mean, g.below_0_999
             );
         }
         for t in &report.throughput {
