@@ -10,6 +10,7 @@ pub mod cancel;
 pub mod doc;
 pub mod error;
 pub mod ids;
+pub mod lru;
 pub mod record;
 pub mod review;
 pub mod scope;

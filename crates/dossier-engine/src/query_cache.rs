@@ -9,9 +9,9 @@
 //! texts longer than [`MAX_CACHED_QUERY_BYTES`] are never cached, which bounds the
 //! memory along with the count.
 
-use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use dossier_core::lru::Lru;
 use dossier_store::Scope;
 
 /// Entries an engine's query-vector cache holds unless told otherwise
@@ -47,60 +47,34 @@ struct Key {
     text: String,
 }
 
-struct Entry {
-    vector: Arc<[f32]>,
-    /// When it was last used; its place in [`Lru::order`].
-    tick: u64,
-}
-
-#[derive(Default)]
-struct Lru {
-    map: HashMap<Arc<Key>, Entry>,
-    /// Last use → key, oldest first.
-    order: BTreeMap<u64, Arc<Key>>,
-    tick: u64,
-    capacity: usize,
+struct Inner {
+    lru: Lru<Key, Arc<[f32]>>,
     hits: u64,
     misses: u64,
     evictions: u64,
 }
 
-impl Lru {
-    fn next_tick(&mut self) -> u64 {
-        self.tick += 1;
-        self.tick
-    }
-
-    fn evict_to(&mut self, n: usize) {
-        while self.map.len() > n {
-            let Some((_, key)) = self.order.pop_first() else {
-                break;
-            };
-            self.map.remove(&key);
-            self.evictions += 1;
-        }
-    }
-}
-
 /// The engine's query-vector cache (thread-safe; see the module documentation).
 pub(crate) struct QueryCache {
-    lru: Mutex<Lru>,
+    inner: Mutex<Inner>,
 }
 
 impl QueryCache {
     pub(crate) fn new(capacity: usize) -> QueryCache {
         QueryCache {
-            lru: Mutex::new(Lru {
-                capacity,
-                ..Lru::default()
+            inner: Mutex::new(Inner {
+                lru: Lru::new(capacity),
+                hits: 0,
+                misses: 0,
+                evictions: 0,
             }),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Lru> {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic while holding the lock leaves the map consistent (no step of the
         // methods below can panic half-way through an update that matters).
-        self.lru.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn key(tenant: &str, principal: &str, embedder: &str, text: &str) -> Key {
@@ -134,24 +108,17 @@ impl QueryCache {
         embedder: &str,
         text: &str,
     ) -> Option<Arc<[f32]>> {
-        let mut lru = self.lock();
-        if lru.capacity == 0 || !Self::cacheable(text) {
-            lru.misses += 1;
-            return None;
-        }
-        let key = Self::key(tenant, principal, embedder, text);
-        let tick = lru.next_tick();
-        let Some(entry) = lru.map.get_mut(&key) else {
-            lru.misses += 1;
-            return None;
+        let mut inner = self.lock();
+        let found = if Self::cacheable(text) {
+            inner.lru.get(&Self::key(tenant, principal, embedder, text))
+        } else {
+            None
         };
-        let old = std::mem::replace(&mut entry.tick, tick);
-        let vector = Arc::clone(&entry.vector);
-        if let Some(k) = lru.order.remove(&old) {
-            lru.order.insert(tick, k);
+        match found {
+            Some(_) => inner.hits += 1,
+            None => inner.misses += 1,
         }
-        lru.hits += 1;
-        Some(vector)
+        found
     }
 
     fn put_as(
@@ -162,44 +129,38 @@ impl QueryCache {
         text: &str,
         vector: Arc<[f32]>,
     ) {
-        let mut lru = self.lock();
-        if lru.capacity == 0 || !Self::cacheable(text) {
+        if !Self::cacheable(text) {
             return;
         }
-        let key = Arc::new(Self::key(tenant, principal, embedder, text));
-        let tick = lru.next_tick();
-        if let Some(old) = lru.map.insert(Arc::clone(&key), Entry { vector, tick }) {
-            // Two searches missed on the same key at once; the later one wins.
-            lru.order.remove(&old.tick);
-        }
-        lru.order.insert(tick, key);
-        let capacity = lru.capacity;
-        lru.evict_to(capacity);
+        let mut inner = self.lock();
+        // Two searches that missed on the same key at once: the later one wins.
+        let dropped = inner
+            .lru
+            .insert(Self::key(tenant, principal, embedder, text), vector);
+        inner.evictions += dropped as u64;
     }
 
     /// Changes the bound, evicting the least recently used entries beyond it; 0 turns
     /// the cache off (and empties it).
     pub(crate) fn set_capacity(&self, capacity: usize) {
-        let mut lru = self.lock();
-        lru.capacity = capacity;
-        lru.evict_to(capacity);
+        let mut inner = self.lock();
+        let dropped = inner.lru.set_capacity(capacity);
+        inner.evictions += dropped as u64;
     }
 
     /// Drops every entry (the counts stay).
     pub(crate) fn clear(&self) {
-        let mut lru = self.lock();
-        lru.map.clear();
-        lru.order.clear();
+        self.lock().lru.clear();
     }
 
     pub(crate) fn stats(&self) -> QueryCacheStats {
-        let lru = self.lock();
+        let inner = self.lock();
         QueryCacheStats {
-            hits: lru.hits,
-            misses: lru.misses,
-            evictions: lru.evictions,
-            entries: lru.map.len(),
-            capacity: lru.capacity,
+            hits: inner.hits,
+            misses: inner.misses,
+            evictions: inner.evictions,
+            entries: inner.lru.len(),
+            capacity: inner.lru.capacity(),
         }
     }
 }

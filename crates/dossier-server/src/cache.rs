@@ -13,9 +13,9 @@
 //! whose wall budget ran out or whose tools timed out or failed. Served again from the
 //! cache it would outlive the moment that made it partial.
 
-use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use dossier_core::lru::Lru;
 use serde_json::Value;
 
 /// What a cached answer is keyed by.
@@ -32,41 +32,21 @@ pub struct CacheKey {
     pub request: String,
 }
 
-/// One kept answer and when it was last used.
-struct Slot {
-    value: Arc<Value>,
-    used: u64,
-}
-
-#[derive(Default)]
 struct Inner {
-    entries: HashMap<Arc<CacheKey>, Slot>,
-    /// Last use → key; the first entry is the least recently used.
-    by_use: BTreeMap<u64, Arc<CacheKey>>,
-    clock: u64,
+    answers: Lru<CacheKey, Arc<Value>>,
     /// The newest catalog generation seen in a key.
     generation: u64,
 }
 
 impl Inner {
-    fn clear(&mut self) {
-        self.entries.clear();
-        self.by_use.clear();
-    }
-
     /// Moves to `generation` if it is newer (emptying the cache); false when it is
     /// older than the cache's.
     fn at_generation(&mut self, generation: u64) -> bool {
         if generation > self.generation {
-            self.clear();
+            self.answers.clear();
             self.generation = generation;
         }
         generation == self.generation
-    }
-
-    fn tick(&mut self) -> u64 {
-        self.clock += 1;
-        self.clock
     }
 }
 
@@ -81,7 +61,10 @@ impl Cache {
     pub fn new(capacity: usize) -> Cache {
         Cache {
             capacity,
-            inner: Mutex::new(Inner::default()),
+            inner: Mutex::new(Inner {
+                answers: Lru::new(capacity),
+                generation: 0,
+            }),
         }
     }
 
@@ -97,7 +80,7 @@ impl Cache {
 
     /// Answers kept now.
     pub fn len(&self) -> usize {
-        self.lock().entries.len()
+        self.lock().answers.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -113,18 +96,7 @@ impl Cache {
         if !inner.at_generation(key.generation) {
             return None;
         }
-        let now = inner.tick();
-        let inner = &mut *inner;
-        let (k, slot) = inner.entries.get_key_value(key)?;
-        let k = k.clone();
-        let previous = slot.used;
-        let value = slot.value.clone();
-        inner.by_use.remove(&previous);
-        inner.by_use.insert(now, k);
-        if let Some(slot) = inner.entries.get_mut(key) {
-            slot.used = now;
-        }
-        Some(value)
+        inner.answers.get(key)
     }
 
     /// Keeps `value` under `key`, dropping the least recently used answers beyond the
@@ -139,23 +111,12 @@ impl Cache {
         if !inner.at_generation(key.generation) {
             return;
         }
-        let now = inner.tick();
-        let key = Arc::new(key);
-        if let Some(old) = inner.entries.insert(key.clone(), Slot { value, used: now }) {
-            inner.by_use.remove(&old.used);
-        }
-        inner.by_use.insert(now, key);
-        while inner.entries.len() > self.capacity {
-            let Some((_, oldest)) = inner.by_use.pop_first() else {
-                break;
-            };
-            inner.entries.remove(&*oldest);
-        }
+        inner.answers.insert(key, value);
     }
 
     /// Drops every entry (called after every commit the server makes).
     pub fn invalidate_all(&self) {
-        self.lock().clear();
+        self.lock().answers.clear();
     }
 }
 
@@ -232,8 +193,6 @@ mod tests {
         c.put(key("u7", 1, "c"), val(4));
         assert_eq!(c.len(), 2);
         assert_eq!(c.get(&key("u7", 1, "c")).unwrap()["n"], 4);
-        let inner = c.lock();
-        assert_eq!(inner.by_use.len(), inner.entries.len());
     }
 
     #[test]
