@@ -86,18 +86,23 @@ simd! {
     }
 }
 
-/// Σ x in 16 independent lanes: a sequential float sum cannot be vectorised (its
+/// Σ f(x) in 16 independent lanes: a sequential float sum cannot be vectorised (its
 /// order is part of its result), this one can.
 #[inline(always)]
-fn sum(x: &[f32]) -> f32 {
+fn sum_by(x: &[f32], f: impl Fn(f32) -> f32) -> f32 {
     let mut lanes = [0f32; 16];
     let mut chunks = x.chunks_exact(16);
     for c in &mut chunks {
         for (l, v) in lanes.iter_mut().zip(c) {
-            *l += v;
+            *l += f(*v);
         }
     }
-    lanes.iter().sum::<f32>() + chunks.remainder().iter().sum::<f32>()
+    lanes.iter().sum::<f32>() + chunks.remainder().iter().map(|v| f(*v)).sum::<f32>()
+}
+
+#[inline(always)]
+fn sum(x: &[f32]) -> f32 {
+    sum_by(x, |v| v)
 }
 
 /// Keys `[len × hd]` rearranged for [`attend`]: blocks of 16 keys, each `[hd × 16]`,
@@ -114,24 +119,6 @@ pub fn key_blocks(k: &[f32], hd: usize) -> Vec<f32> {
     out
 }
 
-/// Σ (x - m)² in 16 lanes.
-#[inline(always)]
-fn sum_sq_dev(x: &[f32], m: f32) -> f32 {
-    let mut lanes = [0f32; 16];
-    let mut chunks = x.chunks_exact(16);
-    for c in &mut chunks {
-        for (l, v) in lanes.iter_mut().zip(c) {
-            *l += (v - m) * (v - m);
-        }
-    }
-    lanes.iter().sum::<f32>()
-        + chunks
-            .remainder()
-            .iter()
-            .map(|v| (v - m) * (v - m))
-            .sum::<f32>()
-}
-
 simd! {
     /// `x = LayerNorm(x + add)` row by row (`add` empty: `LayerNorm(x)`).
     fn add_layer_norm(x: &mut [f32], add: &[f32], w: &[f32], b: &[f32], eps: f32) {
@@ -143,7 +130,7 @@ simd! {
                 }
             }
             let mean = sum(row) / h as f32;
-            let var = sum_sq_dev(row, mean) / h as f32;
+            let var = sum_by(row, |v| (v - mean) * (v - mean)) / h as f32;
             let inv = 1.0 / (var + eps).sqrt();
             for ((v, w), b) in row.iter_mut().zip(w).zip(b) {
                 *v = (*v - mean) * inv * w + b;

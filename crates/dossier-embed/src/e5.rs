@@ -259,11 +259,7 @@ fn sha256_hex(file: &mut File) -> std::io::Result<String> {
             Err(e) => return Err(e),
         }
     }
-    Ok(hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
+    Ok(hex(&hasher.finalize()))
 }
 
 /// A native library loaded for good, with the descriptor it was loaded through.
@@ -533,10 +529,11 @@ pub(crate) fn find_install<T>(
 
 /// SHA-256 of `bytes` in lowercase hex.
 pub(crate) fn sha256_of(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex(&Sha256::digest(bytes))
+}
+
+fn hex(digest: &[u8]) -> String {
+    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The engine reads C strings, which end at NUL; a NUL carries no text, so it becomes

