@@ -7,10 +7,8 @@
 //! strips model-written claims whose marks cite nothing of the run.
 
 use std::collections::{BTreeSet, HashSet};
-use std::sync::LazyLock;
 
 use dossier_engine::Engine;
-use regex::Regex;
 
 use crate::planner::selected_records;
 use crate::text::{
@@ -74,6 +72,21 @@ pub fn extractive(engine: &Engine, state: &State) -> Draft {
     };
     let mut lines: Vec<String> = Vec::new();
     let mut gaps: Vec<String> = Vec::new();
+
+    // The conclusion first: what the clauses' conditions give against the facts, each
+    // citing its clause. It goes no further than the evidence (unknown says what fact
+    // is missing).
+    if !state.conclusions.is_empty() {
+        lines.push(if zh { "结论：" } else { "Conclusion:" }.into());
+        for c in &state.conclusions {
+            let Some(e) = w.evidence(&c.chunk_id).cloned() else {
+                continue;
+            };
+            let m = w.cite(&e, &c.clause);
+            lines.push(format!("- {} [{m}]", c.statement));
+        }
+        lines.push(if zh { "依据：" } else { "Grounds:" }.into());
+    }
 
     // Facts first: what the program read and computed.
     let computed: Vec<String> = state
@@ -320,6 +333,12 @@ pub fn extractive(engine: &Engine, state: &State) -> Draft {
             }
         }
         scored.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));
+        // Say only what answers: a sentence far below the best match is another topic
+        // of the same document, not part of the answer.
+        let best = scored.first().map_or(0, |s| s.0);
+        scored.retain(|(o, _, _, s)| {
+            o * 5 >= best * 3 && !state.conclusions.iter().any(|c| &c.clause == s)
+        });
         let graph_answered = used_edges > 0;
         for (_, _, e, s) in scored.into_iter().take(if graph_answered {
             2
@@ -404,6 +423,14 @@ pub fn extractive(engine: &Engine, state: &State) -> Draft {
             }
         }
 
+        // Its clauses already answered as conclusions (cited above).
+        let concluded = state
+            .conclusions
+            .iter()
+            .any(|c| sq.evidence.contains(&c.chunk_id));
+        if parts.is_empty() && concluded {
+            continue;
+        }
         if parts.is_empty() {
             gaps.push(if zh {
                 format!("「{}」：证据中没有可引用的句子", sq.text)
@@ -506,109 +533,4 @@ pub fn insufficient_text(state: &State, gaps: &[String]) -> String {
         s.push_str(g);
     }
     s
-}
-
-/// What the citation check found.
-#[derive(Debug, Default)]
-pub struct CitationCheck {
-    pub dropped: Vec<usize>,
-    pub notes: Vec<String>,
-}
-
-/// Every citation must point at a chunk fetched in this run and quote it exactly.
-pub fn verify_citations(state: &State, citations: &[Citation]) -> CitationCheck {
-    let mut out = CitationCheck::default();
-    for c in citations {
-        let ok = state.evidence.iter().any(|e| {
-            e.chunk_id == c.chunk_id
-                && e.doc_id == c.doc_id
-                && e.version == c.version
-                && e.text.contains(c.quote.as_str())
-        });
-        if !ok {
-            out.dropped.push(c.mark);
-            out.notes.push(format!(
-                "citation [{}] dropped: {} is not evidence of this run or does not contain the quote",
-                c.mark, c.chunk_id
-            ));
-        }
-    }
-    out
-}
-
-static MARK: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\[(\d{1,3})\]").expect("mark"));
-
-/// A model-written answer after the check.
-#[derive(Debug, Default)]
-pub struct ModelAnswerCheck {
-    pub text: String,
-    pub kept_claims: usize,
-    pub notes: Vec<String>,
-}
-
-/// Keeps the model's sentences whose marks all name citations of this run, that cite
-/// at least one, and whose identifiers (order, product, customer ids…) all occur in
-/// the run's quotes, facts or question (`known`); drops the others (in `notes`).
-pub fn verify_model_answer(text: &str, citations: &[Citation], known: &str) -> ModelAnswerCheck {
-    let valid: HashSet<usize> = citations.iter().map(|c| c.mark).collect();
-    let known = known.to_lowercase();
-    let mut out = ModelAnswerCheck::default();
-    let mut kept = Vec::new();
-    for s in sentences(text) {
-        let marks: Vec<usize> = MARK
-            .captures_iter(&s)
-            .filter_map(|c| c[1].parse().ok())
-            .collect();
-        if marks.is_empty() {
-            out.notes
-                .push(format!("model claim without a citation dropped: {s}"));
-        } else if let Some(bad) = marks.iter().find(|m| !valid.contains(m)) {
-            out.notes.push(format!(
-                "model claim citing [{bad}], which is no evidence of this run, dropped: {s}"
-            ));
-        } else if let Some(id) = identifiers(&MARK.replace_all(&s, ""))
-            .into_iter()
-            .find(|id| !known.contains(&id.to_lowercase()))
-        {
-            out.notes.push(format!(
-                "model claim naming {id}, which nothing of this run contains, dropped: {s}"
-            ));
-        } else {
-            kept.push(s);
-        }
-    }
-    out.kept_claims = kept.len();
-    out.text = kept.join("\n");
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn cite(mark: usize) -> Citation {
-        Citation {
-            mark,
-            doc_id: "d".into(),
-            version: "1".into(),
-            section: "s".into(),
-            chunk_id: "d@1#0".into(),
-            source_uri: String::new(),
-            quote: "q".into(),
-        }
-    }
-
-    #[test]
-    fn model_claims_need_marks_of_this_run() {
-        let c = vec![cite(1), cite(2)];
-        let v = verify_model_answer(
-            "不符合无理由退货 [1]。可以申请检测 [2]。保修三年 [7]。随便说说。订单 A100 也可以 [1]。",
-            &c,
-            "q A123",
-        );
-        assert_eq!(v.kept_claims, 2, "{v:?}");
-        assert!(v.text.contains("[1]") && v.text.contains("[2]") && !v.text.contains("保修"));
-        assert!(!v.text.contains("A100"));
-        assert_eq!(v.notes.len(), 3);
-    }
 }

@@ -23,13 +23,16 @@
 
 pub mod answer;
 pub mod budget;
+pub mod conditions;
 pub mod extract;
 pub mod inject;
 pub mod model;
 pub mod planner;
 pub mod reports;
+pub mod router;
 pub mod text;
 pub mod tools;
+pub mod verify;
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -41,7 +44,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use budget::{Budget, BudgetUse};
+pub use conditions::{Conclusion, ConditionCheck, Effect, Outcome};
 pub use planner::{DeterministicPlanner, Planner, Proposal};
+pub use router::{Route, RouteClass};
 pub use tools::{
     EngineTools, Evidence, FaultInjector, RecordHit, ToolCall, ToolOutput, ToolRunner, ToolStatus,
 };
@@ -152,6 +157,8 @@ pub struct Metrics {
 #[derive(Debug, Clone, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Trace {
+    /// The router's class for the question and why; it chose the path and the budget.
+    pub route: Route,
     pub planner: String,
     pub writer: String,
     pub sub_questions: Vec<SubQuestionTrace>,
@@ -163,6 +170,30 @@ pub struct Trace {
     pub degraded: Vec<String>,
     /// What the verifier dropped or flagged.
     pub verifier: Vec<String>,
+    /// Every claim of the written answer and the verifier's judgement of it (kept ones
+    /// and dropped ones, with why).
+    pub claims: Vec<ClaimCheck>,
+}
+
+/// One claim of an answer (a clause of a sentence, with the marks it cites) and whether
+/// the text it cites supports it.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ClaimCheck {
+    /// The claim without its marks.
+    pub text: String,
+    /// The `[n]` marks it cites.
+    pub marks: Vec<usize>,
+    /// `extractive`, `conclusion` or `model`.
+    pub by: String,
+    /// Kept in the answer.
+    pub kept: bool,
+    /// Best support among its cited quotes, 0..1 (lexical, or dense when the words are
+    /// in another language).
+    pub support: f32,
+    /// Why it was dropped; empty when kept.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub reason: String,
 }
 
 /// What `dossier ask` returns.
@@ -177,6 +208,10 @@ pub struct AskResponse {
     /// Facts read from records or computed by the program (never taken from the
     /// question's wording).
     pub facts: BTreeMap<String, Value>,
+    /// What the clauses' conditions give against those facts: met, not met, or unknown
+    /// with the fact that is missing (each citing its clause).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub conclusions: Vec<Conclusion>,
     /// Community reports drawn on (global questions), each with its lineage.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub reports: Vec<ReportJson>,
@@ -231,6 +266,7 @@ pub(crate) struct RecordRef {
 /// Everything the loop knows, kept apart: facts, evidence, sub-questions, the log.
 pub struct State {
     pub question: String,
+    pub route: Route,
     pub scope: Scope,
     pub now: NaiveDate,
     pub mode: Option<Mode>,
@@ -246,6 +282,8 @@ pub struct State {
     pub linked_documents: Vec<(String, NaiveDate)>,
     pub conflicts: Vec<Conflict>,
     pub reports: Vec<ReportJson>,
+    /// Computed once the evidence is in (see [`conditions::conclude`]).
+    pub conclusions: Vec<Conclusion>,
     pub steps: Vec<Step>,
     pub rejected: Vec<Rejected>,
     pub timeouts: Vec<String>,
@@ -348,9 +386,12 @@ impl<'a> Agent<'a> {
         let scope = self
             .engine
             .scope(&req.principal, req.as_of.unwrap_or(req.now))?;
-        let mut budget = BudgetUse::new(req.budget.clone());
         let mut state = State {
             question: req.question.clone(),
+            route: Route {
+                class: RouteClass::Policy,
+                reason: String::new(),
+            },
             tables: self.engine.record_tables_of(scope.tenant())?,
             scope,
             now: req.now,
@@ -373,6 +414,7 @@ impl<'a> Agent<'a> {
             linked_documents: vec![],
             conflicts: vec![],
             reports: vec![],
+            conclusions: vec![],
             steps: vec![],
             rejected: vec![],
             timeouts: vec![],
@@ -407,8 +449,33 @@ impl<'a> Agent<'a> {
             state.entities.push(names);
         }
 
-        // Records first: read (and owner-checked) before any search.
+        // Route: the class picks the path and the budget (within the request's).
         let refs = planner::record_refs(&state.question, &state.tables);
+        let named: Vec<String> = state
+            .entities
+            .iter()
+            .flatten()
+            .fold(Vec::new(), |mut v, e| {
+                if !v.contains(e) {
+                    v.push(e.clone());
+                }
+                v
+            });
+        state.route = router::route(
+            &state.question,
+            &refs
+                .iter()
+                .map(|r| format!("{}/{}", r.table, r.key))
+                .collect::<Vec<_>>(),
+            &named,
+            req.mode == Some(Mode::Global),
+        );
+        if state.route.class == RouteClass::Global {
+            state.mode = Some(Mode::Global);
+        }
+        let mut budget = BudgetUse::new(state.route.class.budget(&req.budget));
+
+        // Records first: read (and owner-checked) before any search.
         for r in &refs {
             let call = ToolCall::Record {
                 table: r.table.clone(),
@@ -430,7 +497,12 @@ impl<'a> Agent<'a> {
         } else {
             "deterministic"
         };
-        for _round in 0..6 {
+        let rounds = if state.route.class == RouteClass::OutOfScope {
+            0
+        } else {
+            6
+        };
+        for _round in 0..rounds {
             let before = (state.evidence.len(), state.records.len());
             let mut proposals = Vec::new();
             if let Some(mp) = model_planner.as_mut() {
@@ -484,33 +556,73 @@ impl<'a> Agent<'a> {
             }
         }
         planner::judge(&mut state);
+        state.conclusions = conditions::conclude(&state);
 
+        let known = format!(
+            "{}\n{}",
+            state.question,
+            serde_json::to_string(&state.facts).unwrap_or_default()
+        );
         let mut draft = answer::extractive(self.engine, &state);
         let mut writer_used = "extractive".to_string();
+        let mut claims: Vec<ClaimCheck> = Vec::new();
+        {
+            let dense = |c: &str, q: &[&str]| self.tools.similarity(&state.scope, c, q);
+            let checked = verify::check_claims(
+                &draft.answer,
+                "extractive",
+                &verify::ClaimContext {
+                    citations: &draft.citations,
+                    known: known.clone(),
+                    conclusions: &state.conclusions,
+                    dense: Some(&dense),
+                },
+            );
+            if checked.claims.iter().any(|c| !c.kept) {
+                draft.gaps.push(if text::is_chinese(&state.question) {
+                    "部分陈述得不到所引原文的支持，已删去".into()
+                } else {
+                    "some statements were not supported by the text they cite and were dropped"
+                        .into()
+                });
+            }
+            draft.notes.extend(checked.notes);
+            draft.answer = checked.text;
+            claims.extend(checked.claims);
+        }
         if let Some(m) = self.model {
             if budget.admit_model_call() && !draft.citations.is_empty() {
                 let t = Instant::now();
                 match model::write_answer(m, &state, &draft) {
                     Ok((text, tokens)) => {
                         budget.add_tokens(tokens);
-                        let known = format!(
-                            "{}\n{}\n{}",
-                            state.question,
-                            serde_json::to_string(&state.facts).unwrap_or_default(),
-                            draft
-                                .citations
-                                .iter()
-                                .map(|c| c.quote.as_str())
-                                .collect::<Vec<_>>()
-                                .join("\n")
-                        );
                         // Only the blocks the model was shown can be cited.
                         let shown =
                             &draft.citations[..draft.citations.len().min(model::MAX_BLOCKS)];
-                        let verified = answer::verify_model_answer(&text, shown, &known);
-                        if verified.kept_claims > 0 {
-                            draft.notes.extend(verified.notes);
-                            draft.answer = verified.text;
+                        let dense = |c: &str, q: &[&str]| self.tools.similarity(&state.scope, c, q);
+                        let checked = verify::check_claims(
+                            &text,
+                            "model",
+                            &verify::ClaimContext {
+                                citations: shown,
+                                known: format!(
+                                    "{known}\n{}",
+                                    state
+                                        .conclusions
+                                        .iter()
+                                        .map(|c| c.statement.as_str())
+                                        .collect::<Vec<_>>()
+                                        .join("\n")
+                                ),
+                                conclusions: &state.conclusions,
+                                dense: Some(&dense),
+                            },
+                        );
+                        let kept = checked.kept();
+                        claims.extend(checked.claims);
+                        if kept > 0 {
+                            draft.notes.extend(checked.notes);
+                            draft.answer = checked.text;
                             // The citations are the ones the kept claims use.
                             let answer = draft.answer.clone();
                             draft
@@ -520,7 +632,7 @@ impl<'a> Agent<'a> {
                         } else {
                             state.degraded.push(format!(
                                 "model answer had no verifiable claim ({}); extractive answer used",
-                                verified.notes.join("; ")
+                                checked.notes.join("; ")
                             ));
                         }
                     }
@@ -534,7 +646,7 @@ impl<'a> Agent<'a> {
         budget.finish();
         state.metrics.budget_overruns = budget.overruns;
         state.metrics.repeated_queries = repeated_queries(&state.steps);
-        let verifier = answer::verify_citations(&state, &draft.citations);
+        let verifier = verify::verify_citations(&state, &draft.citations);
         let citations: Vec<Citation> = draft
             .citations
             .into_iter()
@@ -559,8 +671,14 @@ impl<'a> Agent<'a> {
             conflicts: draft.conflicts,
             gaps: draft.gaps,
             facts: state.facts.clone(),
+            conclusions: if status == AnswerStatus::InsufficientEvidence {
+                vec![]
+            } else {
+                state.conclusions.clone()
+            },
             reports: state.reports.clone(),
             trace: Trace {
+                route: state.route.clone(),
                 planner: planner_name.into(),
                 writer: writer_used,
                 sub_questions: state
@@ -579,6 +697,7 @@ impl<'a> Agent<'a> {
                 metrics: state.metrics,
                 degraded: state.degraded,
                 verifier: notes,
+                claims,
             },
         })
     }
@@ -698,8 +817,10 @@ impl<'a> Agent<'a> {
             conflicts: vec![],
             gaps: vec![],
             facts: BTreeMap::new(),
+            conclusions: vec![],
             reports: vec![],
             trace: Trace {
+                route: state.route.clone(),
                 planner: "deterministic".into(),
                 writer: "none".into(),
                 sub_questions: state
@@ -718,6 +839,7 @@ impl<'a> Agent<'a> {
                 metrics: state.metrics,
                 degraded: state.degraded,
                 verifier: vec![],
+                claims: vec![],
             },
         }
     }

@@ -171,7 +171,14 @@ impl Planner for DeterministicPlanner {
                     } else if state.mode == Some(dossier_engine::Mode::Global) {
                         out.push(p(ToolCall::CommunityReports { query: q.clone() }, i));
                     } else {
-                        for name in state.entities.get(i).into_iter().flatten().take(2) {
+                        // Only a relation question walks the graph from its entities;
+                        // the search below still propagates through it.
+                        let walk = state.route.class == crate::RouteClass::Relation;
+                        for name in state.entities.get(i).into_iter().flatten().take(if walk {
+                            2
+                        } else {
+                            0
+                        }) {
                             out.push(p(
                                 ToolCall::GraphNeighbors {
                                     entity: name.clone(),

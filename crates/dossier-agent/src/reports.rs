@@ -5,8 +5,8 @@
 use dossier_engine::ReportJson;
 use dossier_llm::{ChatModel, ChatRequest, Message};
 
-use crate::answer::verify_model_answer;
 use crate::text::is_chinese;
+use crate::verify::{check_claims, ClaimContext};
 use crate::Citation;
 
 /// Writes `report.model_summary`; returns the tokens used, or why it was not kept.
@@ -57,8 +57,17 @@ pub fn write_model_summary(model: &dyn ChatModel, report: &mut ReportJson) -> Re
         .join("\n")
         + "\n"
         + &report.title;
-    let checked = verify_model_answer(&text, &citations, &known);
-    if checked.kept_claims == 0 {
+    let checked = check_claims(
+        &text,
+        "model",
+        &ClaimContext {
+            citations: &citations,
+            known,
+            conclusions: &[],
+            dense: None,
+        },
+    );
+    if checked.kept() == 0 {
         return Err(format!(
             "no verifiable sentence: {}",
             checked.notes.join("; ")

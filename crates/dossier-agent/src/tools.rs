@@ -162,6 +162,13 @@ impl ToolOutput {
 /// faults.
 pub trait ToolRunner: Sync {
     fn run(&self, scope: &Scope, call: &ToolCall, step: usize) -> ToolOutput;
+
+    /// Cosine similarity of `text` with each of `passages` (texts of this run), for
+    /// judging meaning where the words differ; `None` when no embedder is at hand or it
+    /// failed (then words alone decide).
+    fn similarity(&self, _scope: &Scope, _text: &str, _passages: &[&str]) -> Option<Vec<f32>> {
+        None
+    }
 }
 
 /// The real tools, on an engine.
@@ -204,6 +211,12 @@ fn evidence_of(hits: Vec<dossier_engine::Hit>, step: usize) -> Vec<Evidence> {
 }
 
 impl ToolRunner for EngineTools<'_> {
+    fn similarity(&self, scope: &Scope, text: &str, passages: &[&str]) -> Option<Vec<f32>> {
+        self.engine
+            .similarity(scope, text, passages, &self.cancel)
+            .ok()
+    }
+
     fn run(&self, scope: &Scope, call: &ToolCall, step: usize) -> ToolOutput {
         let started = Instant::now();
         let mut out = match self.run_inner(scope, call, step) {
@@ -345,6 +358,10 @@ pub struct FaultInjector<'a> {
 }
 
 impl ToolRunner for FaultInjector<'_> {
+    fn similarity(&self, scope: &Scope, text: &str, passages: &[&str]) -> Option<Vec<f32>> {
+        self.inner.similarity(scope, text, passages)
+    }
+
     fn run(&self, scope: &Scope, call: &ToolCall, step: usize) -> ToolOutput {
         match self.faults.iter().find(|(t, _)| t == call.name()) {
             Some((_, status)) => ToolOutput::status(*status, "injected by the test harness"),

@@ -348,6 +348,28 @@ impl Engine {
         Ok(v)
     }
 
+    /// Cosine similarity of `query` (embedded as a query, through the query-vector
+    /// cache) with each of `passages` (embedded as passages), in the scope's tenant's
+    /// turn of the fair queue. For judging meaning where words differ (another language,
+    /// a paraphrase); the texts are the caller's own evidence, so nothing new is read.
+    pub fn similarity(
+        &self,
+        scope: &Scope,
+        query: &str,
+        passages: &[&str],
+        cancel: &Cancel,
+    ) -> Result<Vec<f32>> {
+        if passages.is_empty() {
+            return Ok(vec![]);
+        }
+        let q = self.query_vector(scope, query, cancel)?;
+        let ps = self
+            .embedder
+            .passages(scope.tenant(), passages, cancel)
+            .map_err(embed_error)?;
+        Ok(ps.iter().map(|p| cosine(&q, p)).collect())
+    }
+
     /// Turns ranked sequence numbers into hits, checking each chunk's document version
     /// against the scope once more, and collects the conflicts among them.
     pub fn hydrate(&self, scope: &Scope, ranked: &[Scored], k: usize) -> Result<SearchResponse> {
@@ -437,5 +459,19 @@ pub(crate) fn embed_error(e: dossier_core::Error) -> Error {
             Error::Cancelled(dossier_core::cancel::Cancelled::DeadlineExceeded)
         }
         Some(R::ShutDown) | None => Error::Model(e),
+    }
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let (mut ab, mut aa, mut bb) = (0.0f32, 0.0f32, 0.0f32);
+    for (x, y) in a.iter().zip(b) {
+        ab += x * y;
+        aa += x * x;
+        bb += y * y;
+    }
+    if aa == 0.0 || bb == 0.0 {
+        0.0
+    } else {
+        ab / (aa.sqrt() * bb.sqrt())
     }
 }
