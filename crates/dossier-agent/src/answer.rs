@@ -26,6 +26,10 @@ pub struct Draft {
     pub citations: Vec<Citation>,
     pub gaps: Vec<String>,
     pub notes: Vec<String>,
+    /// Claims the program composed from structure, not from a sentence: a graph edge
+    /// (cited through its provenance chunk) and records selected by their fields. Their
+    /// support is that structure, so the claim check does not weigh their words.
+    pub structural: Vec<String>,
     /// Conflicts that concern a cited document, each pair once.
     pub conflicts: Vec<dossier_engine::Conflict>,
 }
@@ -72,6 +76,7 @@ pub fn extractive(engine: &Engine, state: &State) -> Draft {
     };
     let mut lines: Vec<String> = Vec::new();
     let mut gaps: Vec<String> = Vec::new();
+    let mut structural: Vec<String> = Vec::new();
 
     // The conclusion first: what the clauses' conditions give against the facts, each
     // citing its clause. It goes no further than the evidence (unknown says what fact
@@ -230,7 +235,9 @@ pub fn extractive(engine: &Engine, state: &State) -> Draft {
                 .cloned();
             if let Some(q) = quote {
                 let m = w.cite(&chunk, &q);
-                parts.push(format!("{} —{}→ {} [{m}]", e.from, e.relation, e.to));
+                let claim = format!("{} —{}→ {}", e.from, e.relation, e.to);
+                parts.push(format!("{claim} [{m}]"));
+                structural.push(claim);
                 used_edges += 1;
             }
         }
@@ -287,16 +294,20 @@ pub fn extractive(engine: &Engine, state: &State) -> Draft {
                     .unwrap_or_else(|| e.text.clone());
                 w.cite(&e, &quote)
             });
-            parts.push(format!(
-                "{}{}{}",
+            let claim = format!(
+                "{}{}",
                 if zh {
                     "符合条件的记录："
                 } else {
                     "Matching records: "
                 },
                 described.join(if zh { "、" } else { ", " }),
+            );
+            parts.push(format!(
+                "{claim}{}",
                 mark.map_or(String::new(), |m| format!(" [{m}]"))
             ));
+            structural.push(claim);
         }
 
         // Evidence sentences: one per chunk, those sharing the most content terms.
@@ -339,6 +350,15 @@ pub fn extractive(engine: &Engine, state: &State) -> Draft {
         scored.retain(|(o, _, _, s)| {
             o * 5 >= best * 3 && !state.conclusions.iter().any(|c| &c.clause == s)
         });
+        // No sentence shares its words, but some are close in meaning (another language):
+        // quote those.
+        if scored.is_empty() {
+            for (cid, sentence, _) in &sq.by_meaning {
+                if let Some(e) = w.evidence(cid).cloned() {
+                    scored.push((0, 0, e, sentence.clone()));
+                }
+            }
+        }
         let graph_answered = used_edges > 0;
         for (_, _, e, s) in scored.into_iter().take(if graph_answered {
             2
@@ -479,6 +499,7 @@ pub fn extractive(engine: &Engine, state: &State) -> Draft {
         citations: w.citations,
         gaps,
         notes: vec![],
+        structural,
         conflicts,
     }
 }

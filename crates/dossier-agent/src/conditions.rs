@@ -78,9 +78,17 @@ pub struct Conclusion {
     /// What the clause is about: its section title, else its consequence.
     pub topic: String,
     pub conditions: Vec<ConditionCheck>,
+    /// For a requirement: the last `required` conditions are the state it requires;
+    /// the others trigger it.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub required: usize,
     pub outcome: Outcome,
     /// The conclusion in the question's language, going no further than the evidence.
     pub statement: String,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// A business concept a condition can name, and how record fields and text say it.
@@ -245,6 +253,9 @@ struct Clause {
     conditions: Vec<Condition>,
     effect: Effect,
     consequence: String,
+    /// For a requirement: how many of `conditions` (the last ones) are the required
+    /// state itself ("须经…核实"), not what triggers the requirement ("over 300").
+    required: usize,
 }
 
 fn event_of(word: &str) -> Option<usize> {
@@ -318,6 +329,10 @@ const EN_MODALS: &[(&str, Effect)] = &[
     ("shall", Effect::Requires),
     ("is required", Effect::Requires),
     ("needs to", Effect::Requires),
+    ("needs", Effect::Requires),
+    ("need", Effect::Requires),
+    ("requires", Effect::Requires),
+    ("require", Effect::Requires),
     ("may", Effect::Permits),
     ("can", Effect::Permits),
     ("is eligible", Effect::Permits),
@@ -466,10 +481,22 @@ fn read_clause(sentence: &str) -> Option<Clause> {
         return None;
     }
     let (effect, consequence) = consequence_of(sentence);
+    // A requirement's states inside its consequence are what it requires; the others
+    // trigger it. Triggers first.
+    let mut required = 0;
+    if effect == Effect::Requires {
+        let starts = sentence.find(consequence.as_str()).unwrap_or(usize::MAX);
+        let modal_at =
+            first_modal(&consequence).map_or(starts, |(at, _, _)| starts.saturating_add(at));
+        let inside = |c: &Condition| matches!(c, Condition::State { text, .. } if sentence.find(text.as_str()).is_some_and(|at| at > modal_at));
+        conditions.sort_by_key(inside);
+        required = conditions.iter().filter(|c| inside(c)).count();
+    }
     Some(Clause {
         conditions,
         effect,
         consequence,
+        required,
     })
 }
 
@@ -700,6 +727,13 @@ fn describe(c: &ConditionCheck, zh: bool) -> String {
     }
 }
 
+/// Whether a requirement's trigger (not what it requires) failed.
+fn triggers_failed(c: &Conclusion) -> bool {
+    c.conditions[..c.conditions.len() - c.required]
+        .iter()
+        .any(|x| x.outcome == Outcome::NotMet)
+}
+
 fn statement(c: &Conclusion, zh: bool) -> String {
     let cite = format!("{}@{} {}", c.doc_id, c.version, c.section);
     let list = |o: Outcome| -> Vec<String> {
@@ -741,15 +775,29 @@ fn statement(c: &Conclusion, zh: bool) -> String {
         (Effect::Denies, Outcome::NotMet, false) => {
             format!("The restriction of {cite} does not apply: {not_met}.")
         }
-        (Effect::Requires, Outcome::Met, true) => format!("已满足{cite}的要求：{met}。"),
-        (Effect::Requires, Outcome::Met, false) => {
+        // A requirement that names what it requires: satisfied, or still needed.
+        (Effect::Requires, Outcome::Met, true) if c.required > 0 => {
+            format!("已满足{cite}的要求：{met}。")
+        }
+        (Effect::Requires, Outcome::Met, false) if c.required > 0 => {
             format!("The requirement of {cite} is met: {met}.")
         }
-        (Effect::Requires, Outcome::NotMet, true) => {
+        (Effect::Requires, Outcome::NotMet, true) if c.required > 0 && !triggers_failed(c) => {
             format!("尚需满足{cite}：{cons}（目前 {not_met}）。")
         }
-        (Effect::Requires, Outcome::NotMet, false) => {
+        (Effect::Requires, Outcome::NotMet, false) if c.required > 0 && !triggers_failed(c) => {
             format!("Still needed under {cite}: {cons} (now {not_met}).")
+        }
+        // A requirement triggered by conditions: it applies, or it does not.
+        (Effect::Requires, Outcome::Met, true) => format!("适用{cite}：{cons}（{met}）。"),
+        (Effect::Requires, Outcome::Met, false) => {
+            format!("{cite} applies: {cons} ({met}).")
+        }
+        (Effect::Requires, Outcome::NotMet, true) => {
+            format!("{cite} 的要求不适用：{not_met}。")
+        }
+        (Effect::Requires, Outcome::NotMet, false) => {
+            format!("The requirement of {cite} does not apply: {not_met}.")
         }
         (_, Outcome::Unknown, true) => {
             format!("是否适用{topic}（{cite}）尚不能确定：{unknown}。")
@@ -797,7 +845,15 @@ pub fn conclude(state: &State) -> Vec<Conclusion> {
             if out.iter().any(|c| c.clause == s) {
                 continue;
             }
-            let outcome = combine(&checks);
+            let split = checks.len() - clause.required;
+            let triggers = combine(&checks[..split]);
+            // A requirement whose trigger fails does not apply; otherwise what it
+            // requires decides (a trigger-only requirement applies when triggered).
+            let outcome = if clause.required > 0 && triggers != Outcome::NotMet {
+                combine(&checks[split..])
+            } else {
+                triggers
+            };
             let topic = topic_of(&e.section).unwrap_or_else(|| clause.consequence.clone());
             let mut c = Conclusion {
                 doc_id: e.doc_id.clone(),
@@ -809,6 +865,7 @@ pub fn conclude(state: &State) -> Vec<Conclusion> {
                 consequence: clause.consequence,
                 topic,
                 conditions: checks,
+                required: clause.required,
                 outcome,
                 statement: String::new(),
             };
@@ -832,8 +889,7 @@ pub fn conclude(state: &State) -> Vec<Conclusion> {
 /// Whether `claim` says the opposite of a conclusion about the same topic: it names the
 /// topic and its polarity (negated or not) differs from the conclusion's.
 pub fn contradicts(claim: &str, c: &Conclusion) -> bool {
-    let core = c.topic.trim();
-    if core.chars().count() < 2 || !claim.to_lowercase().contains(&core.to_lowercase()) {
+    if !about(claim, c) {
         return false;
     }
     let claim_negative = is_negative(claim);
@@ -844,6 +900,25 @@ pub fn contradicts(claim: &str, c: &Conclusion) -> bool {
         _ => return false,
     };
     claim_negative != expected_negative
+}
+
+/// Whether `claim` is about the conclusion's matter: it names the topic, or carries
+/// most of the consequence's content terms ("may be returned within 14 days").
+pub fn about(claim: &str, c: &Conclusion) -> bool {
+    let topic = c.topic.trim().to_lowercase();
+    let lower = claim.to_lowercase();
+    if topic.chars().count() >= 2 && lower.contains(&topic) {
+        return true;
+    }
+    let cons: std::collections::HashSet<String> = crate::text::content_terms(&c.consequence)
+        .into_iter()
+        .collect();
+    if cons.len() < 2 {
+        return false;
+    }
+    let have: std::collections::HashSet<String> =
+        crate::text::content_terms(claim).into_iter().collect();
+    cons.iter().filter(|t| have.contains(*t)).count() * 5 >= cons.len() * 3
 }
 
 /// A claim that denies: a negation word before its end.
@@ -940,13 +1015,23 @@ mod tests {
 
         let c = read_clause("Refunds over 500 must be approved by finance.").unwrap();
         assert_eq!(c.effect, Effect::Requires);
-        assert!(c.conditions.iter().any(|x| matches!(
-            x,
+        // The amount triggers it; the approval is what it requires.
+        assert_eq!(c.required, 1);
+        assert!(matches!(c.conditions[0], Condition::Amount { .. }));
+        let c = read_clause("Orders over 300 must be shipped by courier.").unwrap();
+        assert_eq!(c.required, 1);
+        let c = read_clause("Refunds over 300 need a receipt.");
+        assert!(c.is_some_and(|c| c.required == 0 && c.effect == Effect::Requires));
+        let c = read_clause("Refunds over 300 need a receipt.").unwrap();
+        assert!(matches!(
+            c.conditions[0],
             Condition::Amount {
                 cmp: Cmp::Above,
                 ..
             }
-        )));
+        ));
+        let c = read_clause("质量问题须经售后检测核实；").unwrap();
+        assert_eq!((c.effect, c.required), (Effect::Requires, 1));
 
         let c = read_clause("经核实属于质量问题的，退货运费由商家承担。").unwrap();
         assert_eq!(c.effect, Effect::States);
@@ -1010,6 +1095,7 @@ mod tests {
             consequence: "可以申请无理由退货".into(),
             topic: "无理由退货".into(),
             conditions: vec![],
+            required: 0,
             outcome: Outcome::NotMet,
             statement: String::new(),
         };

@@ -134,6 +134,11 @@ pub struct SubQuestionTrace {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rewritten: Option<String>,
     pub covered: bool,
+    /// What judged it covered: `terms` (its words in the evidence), `meaning` (an
+    /// evidence sentence close in meaning, e.g. in another language), `conclusion` (a
+    /// clause's conditions decided against the facts); absent when not covered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub judged_by: Option<String>,
     pub evidence: Vec<String>,
 }
 
@@ -314,6 +319,11 @@ pub struct SubQuestion {
     pub evidence: Vec<String>,
     pub edges: Vec<GraphEdge>,
     pub covered: bool,
+    /// See [`SubQuestionTrace::judged_by`].
+    pub judged_by: Option<String>,
+    /// Evidence sentences judged close in meaning (chunk id, sentence, cosine), best
+    /// first: what the extractive writer quotes when no sentence shares its words.
+    pub by_meaning: Vec<(String, String, f32)>,
 }
 
 impl State {
@@ -348,6 +358,16 @@ impl State {
         self.steps.iter().any(|s| s.key == key)
     }
 }
+
+/// Cosine (multilingual-e5-small, question as query, sentence as passage) at which an
+/// evidence sentence in another language answers a sub-question whose words it cannot
+/// share. On hotpotqa-dev100 and musique-dev100 (BENCHMARKS.md, "Answers") 0.84 kept
+/// 0.2 % of unrelated sentences and 31 % of answer sentences; within one language the
+/// words decide.
+pub const MEANING_SUFFICIENT: f32 = 0.84;
+/// Evidence chunks, and sentences in all, compared by meaning per sub-question.
+const MEANING_CHUNKS: usize = 6;
+const MEANING_SENTENCES: usize = 40;
 
 /// First attempts of a call whose normalised arguments an earlier step already ran
 /// (a retry after a timeout is a second attempt, not a repeat).
@@ -404,6 +424,8 @@ impl<'a> Agent<'a> {
                     evidence: vec![],
                     edges: vec![],
                     covered: false,
+                    judged_by: None,
+                    by_meaning: vec![],
                 })
                 .collect(),
             entities: vec![],
@@ -557,11 +579,22 @@ impl<'a> Agent<'a> {
         }
         planner::judge(&mut state);
         state.conclusions = conditions::conclude(&state);
+        self.judge_by_conclusions_and_meaning(&mut state);
 
         let known = format!(
             "{}\n{}",
             state.question,
             serde_json::to_string(&state.facts).unwrap_or_default()
+        );
+        let facts = format!(
+            "{}\n{}",
+            serde_json::to_string(&state.facts).unwrap_or_default(),
+            state
+                .conclusions
+                .iter()
+                .map(|c| c.statement.as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
         );
         let mut draft = answer::extractive(self.engine, &state);
         let mut writer_used = "extractive".to_string();
@@ -574,7 +607,9 @@ impl<'a> Agent<'a> {
                 &verify::ClaimContext {
                     citations: &draft.citations,
                     known: known.clone(),
+                    facts: facts.clone(),
                     conclusions: &state.conclusions,
+                    structural: &draft.structural,
                     dense: Some(&dense),
                 },
             );
@@ -605,16 +640,10 @@ impl<'a> Agent<'a> {
                             "model",
                             &verify::ClaimContext {
                                 citations: shown,
-                                known: format!(
-                                    "{known}\n{}",
-                                    state
-                                        .conclusions
-                                        .iter()
-                                        .map(|c| c.statement.as_str())
-                                        .collect::<Vec<_>>()
-                                        .join("\n")
-                                ),
+                                known: format!("{known}\n{facts}"),
+                                facts: facts.clone(),
                                 conclusions: &state.conclusions,
+                                structural: &[],
                                 dense: Some(&dense),
                             },
                         );
@@ -688,6 +717,7 @@ impl<'a> Agent<'a> {
                         text: s.text.clone(),
                         rewritten: s.rewritten.clone(),
                         covered: s.covered,
+                        judged_by: s.judged_by.clone(),
                         evidence: s.evidence.clone(),
                     })
                     .collect(),
@@ -700,6 +730,80 @@ impl<'a> Agent<'a> {
                 claims,
             },
         })
+    }
+
+    /// Sub-questions the words did not cover: covered when a clause's conditions were
+    /// decided against the facts from their evidence, or when an evidence sentence is
+    /// close to them in meaning (another language, a paraphrase) — never when an
+    /// identifier they name is missing from the evidence.
+    fn judge_by_conclusions_and_meaning(&self, state: &mut State) {
+        for i in 0..state.sub_questions.len() {
+            if state.sub_questions[i].covered {
+                state.sub_questions[i].judged_by = Some("terms".into());
+                continue;
+            }
+            let decided = state.conclusions.iter().any(|c| {
+                c.outcome != Outcome::Unknown
+                    && state.sub_questions[i].evidence.contains(&c.chunk_id)
+            });
+            if decided {
+                state.sub_questions[i].covered = true;
+                state.sub_questions[i].judged_by = Some("conclusion".into());
+                continue;
+            }
+            let evidence = state.evidence_of(i);
+            let all = evidence
+                .iter()
+                .map(|e| e.text.to_lowercase())
+                .collect::<Vec<_>>()
+                .join("\n");
+            let ids_ok = text::identifiers(&state.sub_questions[i].text)
+                .iter()
+                .all(|id| all.contains(&id.to_lowercase()));
+            if evidence.is_empty() || !ids_ok {
+                continue;
+            }
+            let zh = text::is_chinese(&state.sub_questions[i].text);
+            let candidates: Vec<(String, String)> = evidence
+                .iter()
+                .take(MEANING_CHUNKS)
+                .flat_map(|e| {
+                    text::sentences(&e.text)
+                        .into_iter()
+                        .filter(|s| {
+                            text::is_chinese(s) != zh
+                                && !text::looks_like_instruction(s)
+                                && s.chars().count() >= 8
+                                && s.chars().count() <= 400
+                        })
+                        .map(|s| (e.chunk_id.clone(), s))
+                        .collect::<Vec<_>>()
+                })
+                .take(MEANING_SENTENCES)
+                .collect();
+            if candidates.is_empty() {
+                continue;
+            }
+            let texts: Vec<&str> = candidates.iter().map(|(_, s)| s.as_str()).collect();
+            let query = planner::query_of(state, i);
+            let Some(sims) = self.tools.similarity(&state.scope, &query, &texts) else {
+                continue;
+            };
+            let mut close: Vec<(String, String, f32)> = candidates
+                .into_iter()
+                .zip(sims)
+                .filter(|(_, sim)| *sim >= MEANING_SUFFICIENT)
+                .map(|((c, s), sim)| (c, s, sim))
+                .collect();
+            close.sort_by(|a, b| b.2.total_cmp(&a.2));
+            close.truncate(2);
+            if !close.is_empty() {
+                let sq = &mut state.sub_questions[i];
+                sq.covered = true;
+                sq.judged_by = Some("meaning".into());
+                sq.by_meaning = close;
+            }
+        }
     }
 
     /// Runs one call (budget, retry on timeout, de-duplication) and absorbs its result.
@@ -830,6 +934,7 @@ impl<'a> Agent<'a> {
                         text: s.text.clone(),
                         rewritten: None,
                         covered: false,
+                        judged_by: None,
                         evidence: vec![],
                     })
                     .collect(),

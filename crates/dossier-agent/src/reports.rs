@@ -63,7 +63,9 @@ pub fn write_model_summary(model: &dyn ChatModel, report: &mut ReportJson) -> Re
         &ClaimContext {
             citations: &citations,
             known,
+            facts: String::new(),
             conclusions: &[],
+            structural: &[],
             dense: None,
         },
     );
