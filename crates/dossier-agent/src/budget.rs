@@ -21,6 +21,47 @@ pub struct Budget {
     pub max_tokens: u64,
     /// Retries of a call that timed out (other statuses are never retried).
     pub max_retries: usize,
+    /// Rounds in which a configured model may propose calls: the first from the
+    /// question, later ones from the evidence found so far.
+    pub max_planner_calls: usize,
+}
+
+/// What a caller may ask of the budget: each limit optional, and never above the
+/// operator's maxima ([`Budget::within`]).
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct BudgetRequest {
+    pub max_steps: Option<usize>,
+    pub max_evidence: Option<usize>,
+    pub max_tokens: Option<u64>,
+    pub max_wall_ms: Option<u64>,
+    pub max_planner_calls: Option<usize>,
+}
+
+impl Budget {
+    /// The budget a request gets: what it asked for, each limit capped by `maxima`
+    /// (the operator's), the maxima where it asked nothing.
+    pub fn within(maxima: &Budget, req: &BudgetRequest) -> Budget {
+        Budget {
+            max_steps: req
+                .max_steps
+                .map_or(maxima.max_steps, |v| v.min(maxima.max_steps)),
+            max_evidence: req
+                .max_evidence
+                .map_or(maxima.max_evidence, |v| v.min(maxima.max_evidence)),
+            max_tokens: req
+                .max_tokens
+                .map_or(maxima.max_tokens, |v| v.min(maxima.max_tokens)),
+            max_wall: req.max_wall_ms.map_or(maxima.max_wall, |v| {
+                Duration::from_millis(v).min(maxima.max_wall)
+            }),
+            max_planner_calls: req.max_planner_calls.map_or(maxima.max_planner_calls, |v| {
+                v.min(maxima.max_planner_calls)
+            }),
+            ..maxima.clone()
+        }
+    }
 }
 
 impl Default for Budget {
@@ -32,6 +73,7 @@ impl Default for Budget {
             max_evidence: 40,
             max_tokens: 12_000,
             max_retries: 1,
+            max_planner_calls: 2,
         }
     }
 }
@@ -123,6 +165,18 @@ impl BudgetUse {
         }
     }
 
+    /// Whether a planner round with the model fits (`done` rounds so far).
+    pub fn admit_planner_call(&mut self, done: usize) -> bool {
+        if done >= self.limits.max_planner_calls {
+            let r = format!("planner calls ({})", self.limits.max_planner_calls);
+            if !self.limits_reached.contains(&r) {
+                self.limits_reached.push(r);
+            }
+            return false;
+        }
+        self.admit_model_call()
+    }
+
     /// Whether a model call fits the token budget.
     pub fn admit_model_call(&mut self) -> bool {
         if self.tokens >= self.limits.max_tokens || self.elapsed() >= self.limits.max_wall {
@@ -172,5 +226,36 @@ mod tests {
         assert_eq!(b.steps, 3);
         assert_eq!(b.overruns, 0);
         assert_eq!(b.limits_reached.len(), 2, "{:?}", b.limits_reached);
+    }
+
+    #[test]
+    fn a_request_never_exceeds_the_operator_maxima() {
+        let maxima = Budget {
+            max_steps: 10,
+            max_tokens: 4000,
+            max_wall: Duration::from_secs(30),
+            max_planner_calls: 2,
+            ..Budget::default()
+        };
+        let asked = BudgetRequest {
+            max_steps: Some(50),
+            max_evidence: Some(5),
+            max_tokens: None,
+            max_wall_ms: Some(600_000),
+            max_planner_calls: Some(1),
+        };
+        let b = Budget::within(&maxima, &asked);
+        assert_eq!(b.max_steps, 10);
+        assert_eq!(b.max_evidence, 5);
+        assert_eq!(b.max_tokens, 4000);
+        assert_eq!(b.max_wall, Duration::from_secs(30));
+        assert_eq!(b.max_planner_calls, 1);
+        assert_eq!(
+            Budget::within(&maxima, &BudgetRequest::default()).max_steps,
+            10
+        );
+        let mut u = BudgetUse::new(b);
+        assert!(u.admit_planner_call(0));
+        assert!(!u.admit_planner_call(1));
     }
 }

@@ -43,7 +43,7 @@ use dossier_engine::{Conflict, Engine, GraphEdge, Mode, ReportJson, TableInfo};
 use serde::Serialize;
 use serde_json::Value;
 
-pub use budget::{Budget, BudgetUse};
+pub use budget::{Budget, BudgetRequest, BudgetUse};
 pub use conditions::{Conclusion, ConditionCheck, Effect, Outcome};
 pub use planner::{DeterministicPlanner, Planner, Proposal};
 pub use router::{Route, RouteClass};
@@ -369,6 +369,26 @@ pub const MEANING_SUFFICIENT: f32 = 0.84;
 const MEANING_CHUNKS: usize = 6;
 const MEANING_SENTENCES: usize = 40;
 
+/// Computes the conclusions from the evidence so far, and marks a sub-question covered
+/// when its words are in the evidence (`terms`) or a clause of its evidence was decided
+/// against the facts (`conclusion`).
+fn cover_by_conclusions(state: &mut State) {
+    state.conclusions = conditions::conclude(state);
+    for i in 0..state.sub_questions.len() {
+        let sq = &state.sub_questions[i];
+        if sq.covered {
+            state.sub_questions[i].judged_by = Some("terms".into());
+            continue;
+        }
+        let decided = state
+            .conclusions
+            .iter()
+            .any(|c| c.outcome != Outcome::Unknown && sq.evidence.contains(&c.chunk_id));
+        state.sub_questions[i].judged_by = decided.then(|| "conclusion".to_string());
+        state.sub_questions[i].covered = decided;
+    }
+}
+
 /// First attempts of a call whose normalised arguments an earlier step already ran
 /// (a retry after a timeout is a second attempt, not a repeat).
 fn repeated_queries(steps: &[Step]) -> usize {
@@ -528,7 +548,10 @@ impl<'a> Agent<'a> {
             let before = (state.evidence.len(), state.records.len());
             let mut proposals = Vec::new();
             if let Some(mp) = model_planner.as_mut() {
-                if budget.admit_model_call() {
+                // Later rounds only while something is still uncovered: the model sees
+                // the evidence so far and proposes follow-ups, validated like the rest.
+                let wanted = mp.calls() == 0 || state.sub_questions.iter().any(|s| !s.covered);
+                if wanted && budget.admit_planner_call(mp.calls()) {
                     let t = Instant::now();
                     let (ps, rejected, tokens) = mp.propose(&state);
                     state.metrics.model_ms += t.elapsed().as_millis() as u64;
@@ -563,6 +586,7 @@ impl<'a> Agent<'a> {
                 self.execute(&mut state, &mut budget, p.call, p.sub_question, &p.by);
             }
             planner::judge(&mut state);
+            cover_by_conclusions(&mut state);
             let new = (state.evidence.len(), state.records.len()) != before;
             if state.sub_questions.iter().all(|s| s.covered) && !det.has_follow_ups(&state) {
                 break;
@@ -578,8 +602,8 @@ impl<'a> Agent<'a> {
             }
         }
         planner::judge(&mut state);
-        state.conclusions = conditions::conclude(&state);
-        self.judge_by_conclusions_and_meaning(&mut state);
+        cover_by_conclusions(&mut state);
+        self.judge_by_meaning(&mut state);
 
         let known = format!(
             "{}\n{}",
@@ -732,23 +756,12 @@ impl<'a> Agent<'a> {
         })
     }
 
-    /// Sub-questions the words did not cover: covered when a clause's conditions were
-    /// decided against the facts from their evidence, or when an evidence sentence is
-    /// close to them in meaning (another language, a paraphrase) — never when an
+    /// Sub-questions neither words nor conclusions covered: covered when an evidence
+    /// sentence in another language is close to them in meaning — never when an
     /// identifier they name is missing from the evidence.
-    fn judge_by_conclusions_and_meaning(&self, state: &mut State) {
+    fn judge_by_meaning(&self, state: &mut State) {
         for i in 0..state.sub_questions.len() {
             if state.sub_questions[i].covered {
-                state.sub_questions[i].judged_by = Some("terms".into());
-                continue;
-            }
-            let decided = state.conclusions.iter().any(|c| {
-                c.outcome != Outcome::Unknown
-                    && state.sub_questions[i].evidence.contains(&c.chunk_id)
-            });
-            if decided {
-                state.sub_questions[i].covered = true;
-                state.sub_questions[i].judged_by = Some("conclusion".into());
                 continue;
             }
             let evidence = state.evidence_of(i);

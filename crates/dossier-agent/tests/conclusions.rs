@@ -294,3 +294,61 @@ fn model_claims_are_kept_only_when_their_citation_supports_them() {
         .iter()
         .any(|d| d.contains("no verifiable claim")));
 }
+
+#[test]
+fn a_later_planning_round_sees_the_evidence_and_is_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine(dir.path());
+    let follow_up = dossier_llm::ToolCall::new(
+        "c1",
+        "document_search",
+        serde_json::json!({"query": "supervisor approval of large refunds"}),
+    );
+    let owner_try = dossier_llm::ToolCall::new(
+        "c2",
+        "record",
+        serde_json::json!({"table": "orders", "key": "B4", "owner": "bo"}),
+    );
+    let m = ScriptedChat::new([
+        ChatResponse::text("no tools"),
+        ChatResponse::calls(vec![follow_up, owner_try]),
+        ChatResponse::calls(vec![]),
+        ChatResponse::text("nothing"),
+        ChatResponse::text("nothing"),
+    ]);
+    let r = ask(&e, Some(&m), "ann", "Is there a restocking fee on returns?");
+    let requests = m.requests();
+    let planner_calls: Vec<&dossier_llm::ChatRequest> =
+        requests.iter().filter(|q| !q.tools.is_empty()).collect();
+    assert_eq!(
+        planner_calls.len(),
+        2,
+        "max_planner_calls bounds the rounds"
+    );
+    let second: String = planner_calls[1]
+        .messages
+        .iter()
+        .map(|m| m.content.clone())
+        .collect();
+    assert!(
+        second.contains("<<<EVIDENCE") && second.contains("Not yet answered"),
+        "{second}"
+    );
+    assert!(
+        r.trace.steps.iter().any(|s| s.proposed_by == "model"
+            && s.args.to_string().contains("supervisor approval")),
+        "{:?}",
+        r.trace.steps
+    );
+    // The identity-bearing proposal was refused, not run.
+    assert!(r
+        .trace
+        .rejected_proposals
+        .iter()
+        .any(|p| p.reason.contains("owner")));
+    assert!(!r
+        .trace
+        .steps
+        .iter()
+        .any(|s| s.args.to_string().contains("B4")));
+}
