@@ -283,6 +283,9 @@ pub struct State {
     pub records: Vec<FoundRecord>,
     pub facts: BTreeMap<String, Value>,
     pub fact_sources: BTreeMap<String, String>,
+    /// The question's analyzer terms and how specific each is in the caller's text
+    /// (idf over the admitted chunks); empty when unknown.
+    pub term_weights: std::collections::HashMap<String, f32>,
     /// Documents linked from records, with the business date to judge them at.
     pub linked_documents: Vec<(String, NaiveDate)>,
     pub conflicts: Vec<Conflict>,
@@ -453,6 +456,7 @@ impl<'a> Agent<'a> {
             records: vec![],
             facts: BTreeMap::new(),
             fact_sources: BTreeMap::new(),
+            term_weights: Default::default(),
             linked_documents: vec![],
             conflicts: vec![],
             reports: vec![],
@@ -490,6 +494,13 @@ impl<'a> Agent<'a> {
                 .collect();
             state.entities.push(names);
         }
+
+        state.term_weights = self
+            .tools
+            .term_weights(&state.scope, &state.question)
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
 
         // Route: the class picks the path and the budget (within the request's).
         let refs = planner::record_refs(&state.question, &state.tables);

@@ -29,8 +29,16 @@ pub trait Planner {
     fn propose(&mut self, state: &State) -> Vec<Proposal>;
 }
 
-/// Fraction of a sub-question's content terms its evidence must contain.
+/// Fraction of a sub-question's content terms (weighted by specificity) its evidence
+/// must contain.
 const MIN_COVERAGE: f32 = 0.5;
+
+fn min_coverage() -> f32 {
+    std::env::var("DOSSIER_TUNE_COVERAGE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(MIN_COVERAGE)
+}
 /// Record lookups one sub-question may follow from its evidence.
 const MAX_FOLLOWED_RECORDS: usize = 8;
 
@@ -557,10 +565,19 @@ pub(crate) fn judge(state: &mut State) {
             .all(|id| lower.contains(&id.to_lowercase()));
         let terms = content_terms(&sq.text);
         let have: HashSet<String> = content_terms(&all).into_iter().collect();
-        let coverage = if terms.is_empty() {
+        // Terms weigh by how specific they are in the caller's text (idf): a passage
+        // that shares the question's common words but not its names is no answer.
+        let weight = |t: &String| state.term_weights.get(t).copied().unwrap_or(1.0);
+        let total: f32 = terms.iter().map(weight).sum();
+        let coverage = if terms.is_empty() || total <= 0.0 {
             1.0
         } else {
-            terms.iter().filter(|t| have.contains(*t)).count() as f32 / terms.len() as f32
+            terms
+                .iter()
+                .filter(|t| have.contains(*t))
+                .map(weight)
+                .sum::<f32>()
+                / total
         };
         // One sentence (or record, or edge) must carry two of the terms itself, so
         // that scattered words across unrelated passages do not pass for an answer.
@@ -579,7 +596,7 @@ pub(crate) fn judge(state: &mut State) {
         let covered = from_reports
             || (has_evidence
                 && ids_ok
-                && coverage >= MIN_COVERAGE
+                && coverage >= min_coverage()
                 && best_sentence >= terms.len().min(2));
         state.sub_questions[i].covered = covered;
         if i > 0 && refers_back(&state.sub_questions[i].text) {

@@ -169,6 +169,12 @@ pub trait ToolRunner: Sync {
     fn similarity(&self, _scope: &Scope, _text: &str, _passages: &[&str]) -> Option<Vec<f32>> {
         None
     }
+
+    /// Each analyzer term of `text` with its specificity (idf over what the scope
+    /// admits); `None` when unknown (then every term weighs the same).
+    fn term_weights(&self, _scope: &Scope, _text: &str) -> Option<Vec<(String, f32)>> {
+        None
+    }
 }
 
 /// The real tools, on an engine.
@@ -211,6 +217,10 @@ fn evidence_of(hits: Vec<dossier_engine::Hit>, step: usize) -> Vec<Evidence> {
 }
 
 impl ToolRunner for EngineTools<'_> {
+    fn term_weights(&self, scope: &Scope, text: &str) -> Option<Vec<(String, f32)>> {
+        self.engine.term_specificity(scope, text).ok()
+    }
+
     fn similarity(&self, scope: &Scope, text: &str, passages: &[&str]) -> Option<Vec<f32>> {
         self.engine
             .similarity(scope, text, passages, &self.cancel)
@@ -358,6 +368,10 @@ pub struct FaultInjector<'a> {
 }
 
 impl ToolRunner for FaultInjector<'_> {
+    fn term_weights(&self, scope: &Scope, text: &str) -> Option<Vec<(String, f32)>> {
+        self.inner.term_weights(scope, text)
+    }
+
     fn similarity(&self, scope: &Scope, text: &str, passages: &[&str]) -> Option<Vec<f32>> {
         self.inner.similarity(scope, text, passages)
     }

@@ -348,6 +348,22 @@ impl Engine {
         Ok(v)
     }
 
+    /// How specific each analyzer term of `text` is to the scope's text: BM25's idf over
+    /// the chunks the scope admits (tenant, ACL, versions in force), so the weights
+    /// reveal nothing of other tenants' or restricted text. Terms in text order, each
+    /// once.
+    pub fn term_specificity(&self, scope: &Scope, text: &str) -> Result<Vec<(String, f32)>> {
+        let mut seen = HashSet::new();
+        let terms: Vec<String> = dossier_index::analyzer::terms(text)
+            .into_iter()
+            .filter(|t| seen.insert(t.clone()))
+            .collect();
+        let snap = self.store.snapshot();
+        let admit = snap.view.admit(scope);
+        let idf = snap.active.bm25.idf(&terms, &admit)?;
+        Ok(terms.into_iter().zip(idf).collect())
+    }
+
     /// Cosine similarity of `query` (embedded as a query, through the query-vector
     /// cache) with each of `passages` (embedded as passages), in the scope's tenant's
     /// turn of the fair queue. For judging meaning where words differ (another language,

@@ -227,6 +227,23 @@ impl Bm25Index {
 }
 
 impl Bm25Index {
+    /// BM25's inverse document frequency of each analyzer term, over the chunks `admit`
+    /// lets through only (so a term's weight says nothing of text outside the scope):
+    /// `ln(1 + (N - n + 0.5) / (n + 0.5))`. A term no admitted chunk has gets the
+    /// highest weight.
+    pub fn idf(&self, terms: &[String], admit: &Admit) -> Result<Vec<f32>> {
+        let searcher = self.reader.searcher();
+        let stats = self.admitted_stats(&searcher, admit)?;
+        let n_docs = stats.total_num_docs()? as f32;
+        terms
+            .iter()
+            .map(|t| {
+                let n = stats.doc_freq(&Term::from_field_text(self.body, t))? as f32;
+                Ok((1.0 + (n_docs - n + 0.5) / (n + 0.5)).ln())
+            })
+            .collect()
+    }
+
     /// The BM25 statistics of the chunks `admit` lets through, on this searcher.
     fn admitted_stats<'a>(
         &self,

@@ -35,6 +35,9 @@ pub struct LimitConfig {
     pub ask_deadline: Duration,
     /// Deadline of a search.
     pub search_deadline: Duration,
+    /// The most an ask may use (steps, evidence, model tokens, planner rounds); a
+    /// request's own `budget` is capped by it.
+    pub ask_budget: dossier_agent::Budget,
 }
 
 impl Default for LimitConfig {
@@ -45,6 +48,7 @@ impl Default for LimitConfig {
             expensive_concurrency: 8,
             ask_deadline: Duration::from_secs(30),
             search_deadline: Duration::from_secs(10),
+            ask_budget: dossier_agent::Budget::default(),
         }
     }
 }

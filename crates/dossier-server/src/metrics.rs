@@ -84,6 +84,10 @@ struct Inner {
     cache_misses: BTreeMap<String, u64>,
     /// Answer status → asks.
     asks: BTreeMap<String, u64>,
+    /// Router class → asks.
+    routes: BTreeMap<String, u64>,
+    /// Answer claims the verifier dropped, by writer (`extractive`, `model`).
+    claims_dropped: BTreeMap<String, u64>,
     /// (tool, status) → calls.
     tool_calls: BTreeMap<(String, String), u64>,
     /// Tool labels in use (at most [`MAX_TOOL_LABELS`]).
@@ -213,6 +217,19 @@ impl Metrics {
             .unwrap_or_else(|| "unknown".into());
         let mut inner = self.lock();
         bump(&mut inner.asks, status);
+        bump(
+            &mut inner.routes,
+            resp.trace.route.class.as_str().to_string(),
+        );
+        for c in resp.trace.claims.iter().filter(|c| !c.kept) {
+            // A bounded label set: the writers' names.
+            let by = if c.by == "model" {
+                "model"
+            } else {
+                "extractive"
+            };
+            bump(&mut inner.claims_dropped, by.to_string());
+        }
         for step in &resp.trace.steps {
             let tool_status = serde_json::to_value(step.status)
                 .ok()
@@ -337,6 +354,20 @@ impl Metrics {
             "Asks the agent ran (cache hits excluded), by answer status.",
             "status",
             &inner.asks,
+        );
+        by_one(
+            &mut out,
+            "dossier_agent_route_total",
+            "Asks the agent ran (cache hits excluded), by router class.",
+            "class",
+            &inner.routes,
+        );
+        by_one(
+            &mut out,
+            "dossier_agent_claims_dropped_total",
+            "Answer claims the verifier dropped as unsupported, by writer.",
+            "writer",
+            &inner.claims_dropped,
         );
 
         let name = "dossier_agent_tool_calls_total";

@@ -77,6 +77,10 @@ pub struct AskBody {
     /// Only `global` (ask the community reports); absent: the agent picks its tools.
     #[serde(default)]
     pub mode: Option<String>,
+    /// Limits for this ask (steps, evidence, tokens, wall time, planner rounds), each
+    /// capped by the operator's maxima (`dossier serve --ask-max-*`).
+    #[serde(default)]
+    pub budget: Option<dossier_agent::BudgetRequest>,
 }
 
 /// The business date a read is judged at: the query of the graph, document and section
@@ -411,6 +415,10 @@ pub async fn ask(
     let mut req = AskRequest::new(&caller.principal, &b.question, b.now.unwrap_or_else(today));
     req.as_of = b.as_of;
     req.mode = mode;
+    req.budget = dossier_agent::Budget::within(
+        &state.limits.config().ask_budget,
+        &b.budget.unwrap_or_default(),
+    );
     let (v, hit) = run_ask(&state, &caller, req, "/v1/ask").await?;
     Ok(cached_json(v, hit))
 }
@@ -448,6 +456,7 @@ pub(crate) async fn run_ask(
             req.now,
             req.as_of,
             req.mode.map(|m| m.name()),
+            serde_json::to_string(&req.budget).unwrap_or_default(),
         ),
     );
     let (value, hit) = match state.cache.get(&key) {
