@@ -787,7 +787,7 @@ impl<'a> Agent<'a> {
             if evidence.is_empty() || !ids_ok {
                 continue;
             }
-            let zh = text::is_chinese(&state.sub_questions[i].text);
+            let asked = state.sub_questions[i].text.clone();
             let candidates: Vec<(String, String)> = evidence
                 .iter()
                 .take(MEANING_CHUNKS)
@@ -795,7 +795,7 @@ impl<'a> Agent<'a> {
                     text::sentences(&e.text)
                         .into_iter()
                         .filter(|s| {
-                            text::is_chinese(s) != zh
+                            text::other_language(s, &asked)
                                 && !text::looks_like_instruction(s)
                                 && s.chars().count() >= 8
                                 && s.chars().count() <= 400

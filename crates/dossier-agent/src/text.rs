@@ -93,6 +93,12 @@ const QUESTION_WORDS: &[&str] = &[
     "当前",
     "当时",
     "现在",
+    // "how long / many / much / often" ask for a quantity; the word is no content.
+    "long",
+    "mani",
+    "many",
+    "much",
+    "often",
     "what",
     "which",
     "who",
@@ -202,9 +208,40 @@ pub fn is_chinese(text: &str) -> bool {
     cjk * 3 >= text.chars().filter(|c| c.is_alphanumeric()).count().max(1)
 }
 
+/// Whether two texts are written in different languages (Chinese vs. a Latin-script
+/// one), by their letters only: identifiers and numbers do not count, so
+/// "受影响客户：C-1001、C-1002。" is Chinese.
+pub fn other_language(a: &str, b: &str) -> bool {
+    fn han(s: &str) -> bool {
+        let h = s
+            .chars()
+            .filter(|c| ('\u{4e00}'..='\u{9fff}').contains(c))
+            .count();
+        let latin = s.chars().filter(char::is_ascii_alphabetic).count();
+        h >= 1 && h * 2 >= latin
+    }
+    han(a) != han(b)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn languages_are_told_by_letters_not_identifiers() {
+        assert!(!other_language(
+            "这些客户命中过风控吗？",
+            "受影响客户：C-1001、C-1002、C-1003。"
+        ));
+        assert!(other_language(
+            "这些客户命中过风控吗？",
+            "Customers C-1001 and C-1002 were affected."
+        ));
+        assert!(!other_language(
+            "Who owns pay-gw?",
+            "The owner of pay-gw is payments-core."
+        ));
+    }
 
     #[test]
     fn identifiers_are_found_in_both_scripts() {

@@ -14,7 +14,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use crate::conditions::{contradicts, is_negative, Conclusion};
-use crate::text::{content_terms, identifiers, is_chinese, sentences};
+use crate::text::{content_terms, identifiers, other_language, sentences};
 use crate::{Citation, ClaimCheck, State};
 
 /// Share of a claim's content terms its cited quotes must contain.
@@ -261,7 +261,7 @@ fn judge_claim(claim: &str, marks: &[usize], ctx: &ClaimContext) -> (f32, String
     let other_language: Vec<&str> = quotes
         .iter()
         .copied()
-        .filter(|q| is_chinese(q) != is_chinese(claim))
+        .filter(|q| other_language(q, claim))
         .collect();
     if let (Some(dense), false) = (ctx.dense, other_language.is_empty()) {
         if let Some(sims) = dense(claim, &other_language) {
