@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use chrono::NaiveDate;
 use dossier_agent::{Agent, AskRequest, AskResponse, EngineTools};
 use dossier_engine::{Engine, Mode};
-use dossier_llm::{ChatModel, LocalServer, OpenAiChat};
+use dossier_llm::{ChatModel, LlmSpec, LocalServer, OpenAiChat};
 
 #[derive(clap::Args)]
 pub struct AskArgs {
@@ -26,13 +26,26 @@ pub struct AskArgs {
     #[arg(long)]
     mode: Option<String>,
     /// Chat model: `none` (default: deterministic planner, extractive answer), `local`
-    /// (starts the llama-server installed by scripts/setup-llm), or an OpenAI-compatible
-    /// base URL (`http://host:port/v1`, model from --llm-model).
+    /// (starts the llama-server installed by scripts/setup-llm with the 1.5B model when
+    /// installed, else the 0.5B), `local:0.5b` or `local:1.5b` (that model), or an
+    /// OpenAI-compatible base URL (`http://host:port/v1`, model from --llm-model).
     #[arg(long, default_value = "none", env = "DOSSIER_LLM")]
     llm: String,
     /// Model name sent to an OpenAI-compatible server.
     #[arg(long, default_value = "default", env = "DOSSIER_LLM_MODEL")]
     llm_model: String,
+    /// The most tool calls this ask may make.
+    #[arg(long, default_value_t = dossier_agent::Budget::default().max_steps)]
+    max_steps: usize,
+    /// The most evidence chunks it may keep.
+    #[arg(long, default_value_t = dossier_agent::Budget::default().max_evidence)]
+    max_evidence: usize,
+    /// The most model tokens it may use.
+    #[arg(long, default_value_t = dossier_agent::Budget::default().max_tokens)]
+    max_tokens: u64,
+    /// The most planning rounds a model may propose calls in.
+    #[arg(long, default_value_t = dossier_agent::Budget::default().max_planner_calls)]
+    max_planner_calls: usize,
     /// Write the whole trajectory (JSON) to this file.
     #[arg(long)]
     trace: Option<PathBuf>,
@@ -42,9 +55,10 @@ pub struct AskArgs {
     audit: Option<PathBuf>,
 }
 
-/// A chat model as the `--llm` flags name it: `none`, `local` (starts the llama-server
-/// installed by scripts/setup-llm; the returned handle keeps it running), or an
-/// OpenAI-compatible base URL with `model_name`.
+/// A chat model as the `--llm` flags name it ([`LlmSpec::parse`]): `none`, `local`,
+/// `local:0.5b` or `local:1.5b` (starts the llama-server installed by scripts/setup-llm;
+/// the returned handle keeps it running), or an OpenAI-compatible base URL with
+/// `model_name`.
 pub struct Llm {
     pub model: Option<std::sync::Arc<dyn ChatModel>>,
     _server: Option<LocalServer>,
@@ -53,26 +67,26 @@ pub struct Llm {
 impl Llm {
     pub fn connect(spec: &str, model_name: &str) -> Result<Llm> {
         let timeout = Duration::from_secs(180);
-        Ok(match spec {
-            "none" => Llm {
+        Ok(match LlmSpec::parse(spec)? {
+            LlmSpec::None => Llm {
                 model: None,
                 _server: None,
             },
-            "local" => {
-                let s = LocalServer::start().context("starting the local model")?;
+            LlmSpec::Local(which) => {
+                let s = LocalServer::start_model(which)
+                    .with_context(|| format!("starting the local model (--llm {which})"))?;
                 Llm {
                     model: Some(std::sync::Arc::new(s.chat_model(timeout)?)),
                     _server: Some(s),
                 }
             }
-            url if url.starts_with("http://") || url.starts_with("https://") => Llm {
+            LlmSpec::Url(url) => Llm {
                 model: Some(std::sync::Arc::new(
-                    OpenAiChat::new(url, model_name, timeout)?
+                    OpenAiChat::new(&url, model_name, timeout)?
                         .with_api_key_env("DOSSIER_LLM_API_KEY"),
                 )),
                 _server: None,
             },
-            other => bail!("--llm {other:?}: expected none, local, or an http(s) URL"),
         })
     }
 
@@ -110,6 +124,13 @@ pub fn run(engine: &Engine, args: &AskArgs, json: bool) -> Result<ExitCode> {
     );
     req.as_of = args.as_of;
     req.mode = mode;
+    req.budget = dossier_agent::Budget {
+        max_steps: args.max_steps,
+        max_evidence: args.max_evidence,
+        max_tokens: args.max_tokens,
+        max_planner_calls: args.max_planner_calls,
+        ..dossier_agent::Budget::default()
+    };
     let asked = agent.ask_audited(&req)?;
     if let Some(path) = &args.audit {
         std::fs::write(path, serde_json::to_string_pretty(&asked.audit)?)

@@ -24,7 +24,8 @@ pub struct AskBenchArgs {
     /// Only the first N questions.
     #[arg(long)]
     limit: Option<usize>,
-    /// `none`, `local` (the llama-server from scripts/setup-llm) or an OpenAI-compatible URL.
+    /// `none`, `local` (the llama-server from scripts/setup-llm with the 1.5B model when
+    /// installed, else the 0.5B), `local:0.5b`, `local:1.5b`, or an OpenAI-compatible URL.
     #[arg(long, default_value = "none")]
     llm: String,
 }

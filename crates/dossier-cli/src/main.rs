@@ -5,6 +5,7 @@ mod bench;
 mod bench_ask;
 mod bench_embed;
 mod bench_graph;
+mod eval_ask;
 mod review;
 mod serve;
 mod setup;
@@ -79,10 +80,11 @@ enum Command {
         #[command(subcommand)]
         action: GraphAction,
     },
-    /// Retrieval evaluation on a dataset directory (corpus.jsonl + questions.jsonl).
+    /// Retrieval evaluation on a dataset directory (corpus.jsonl + questions.jsonl);
+    /// with --ask, answer-level evaluation of the ask agent.
     Eval {
         dataset: PathBuf,
-        /// bm25, vector, hybrid, or all (every mode in one run).
+        /// bm25, vector, hybrid, or all (every mode in one run). Not with --ask.
         #[arg(long, default_value = "hybrid")]
         mode: String,
         #[arg(short, default_value_t = 5)]
@@ -93,9 +95,23 @@ enum Command {
         /// Chunks ranked per question (passages can span several chunks).
         #[arg(long, default_value_t = 30)]
         depth: usize,
-        /// Include every question's retrieved ids in the JSON.
+        /// Include every question's retrieved ids (with --ask: its answer, citations
+        /// and scores) in the output.
         #[arg(long)]
         per_question: bool,
+        /// Put every question to the ask agent (as the default tenant's principal
+        /// `eval`) and score the answers: EM/F1, answer recall, citation precision and
+        /// recall, groundedness, abstention (no_answer_accuracy), trajectory, latency.
+        /// The agent picks its own retrieval: --mode, -k and --depth do not apply.
+        #[arg(long)]
+        ask: bool,
+        /// With --ask: chat model `none` (extractive answers), `local`, `local:0.5b`,
+        /// `local:1.5b`, or an OpenAI-compatible base URL (as `dossier ask --llm`).
+        #[arg(long, default_value = "none", env = "DOSSIER_LLM")]
+        llm: String,
+        /// With --ask: model name sent to an OpenAI-compatible server.
+        #[arg(long, default_value = "default", env = "DOSSIER_LLM_MODEL")]
+        llm_model: String,
     },
     /// Index generations: build a draft, promote it, roll back, list.
     Index {
@@ -169,7 +185,8 @@ enum GraphAction {
     Propose {
         #[arg(long)]
         tenant: String,
-        /// `local` (llama-server from scripts/setup-llm) or an OpenAI-compatible base URL.
+        /// `local` (llama-server from scripts/setup-llm with the 1.5B model when installed,
+        /// else the 0.5B), `local:0.5b`, `local:1.5b`, or an OpenAI-compatible base URL.
         #[arg(long, default_value = "local")]
         llm: String,
         #[arg(long, default_value = "default")]
@@ -182,7 +199,8 @@ enum GraphAction {
     Reports {
         #[command(flatten)]
         who: Who,
-        /// `none`, `local` or an OpenAI-compatible base URL: a model then also writes a
+        /// `none`, `local` (the 1.5B model when installed, else the 0.5B), `local:0.5b`,
+        /// `local:1.5b`, or an OpenAI-compatible base URL: a model then also writes a
         /// summary of each report (verified against the report's lines).
         #[arg(long, default_value = "none")]
         llm: String,
@@ -570,7 +588,13 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             limit,
             depth,
             per_question,
+            ask,
+            llm,
+            llm_model,
         } => {
+            if *ask && mode != "hybrid" {
+                bail!("eval --ask puts questions to the ask agent, which chooses its own retrieval: drop --mode {mode}");
+            }
             let modes = modes(mode)?;
             let dir = cli.store.clone().unwrap_or_else(|| {
                 let name = dataset
@@ -580,6 +604,15 @@ fn run(cli: &Cli) -> Result<ExitCode> {
                 PathBuf::from("evalstores").join(name)
             });
             let engine = open_with(&dir, &cli.embedder, cli.fusion.as_deref())?;
+            if *ask {
+                let opts = eval_ask::AskEvalOptions {
+                    limit: *limit,
+                    llm: llm.clone(),
+                    llm_model: llm_model.clone(),
+                    per_question: *per_question,
+                };
+                return eval_ask::main(&engine, dataset, &dir, &opts, cli.json, &mut Bar::new());
+            }
             let mut report = eval::run(
                 &engine,
                 dataset,

@@ -35,6 +35,19 @@ pub struct ServeArgs {
     /// Deadline of a search, in milliseconds (past it: BM25 results marked degraded).
     #[arg(long, default_value_t = 10_000)]
     search_deadline_ms: u64,
+    /// The most tool calls one ask may make (a request's `budget.max_steps` is capped
+    /// by it).
+    #[arg(long, default_value_t = dossier_agent::Budget::default().max_steps)]
+    ask_max_steps: usize,
+    /// The most evidence chunks one ask may keep.
+    #[arg(long, default_value_t = dossier_agent::Budget::default().max_evidence)]
+    ask_max_evidence: usize,
+    /// The most model tokens (prompt + completion) one ask may use.
+    #[arg(long, default_value_t = dossier_agent::Budget::default().max_tokens)]
+    ask_max_tokens: u64,
+    /// The most planning rounds a model may propose calls in, per ask.
+    #[arg(long, default_value_t = dossier_agent::Budget::default().max_planner_calls)]
+    ask_max_planner_calls: usize,
     /// Search and ask answers kept in the cache (0 turns the cache off).
     #[arg(long, default_value_t = 1024)]
     cache_entries: usize,
@@ -49,7 +62,8 @@ pub struct ServeArgs {
     #[arg(long)]
     uploads: Option<PathBuf>,
     /// Chat model for `ask` and chat completions: `none`, `local` (the llama-server
-    /// installed by scripts/setup-llm, started and stopped with the server), or an
+    /// installed by scripts/setup-llm, started and stopped with the server, with the 1.5B
+    /// model when installed, else the 0.5B), `local:0.5b`, `local:1.5b`, or an
     /// OpenAI-compatible base URL (model from --llm-model).
     #[arg(long, default_value = "none", env = "DOSSIER_LLM")]
     llm: String,
@@ -78,6 +92,14 @@ pub fn run(engine: Engine, args: &ServeArgs) -> Result<ExitCode> {
             expensive_concurrency: args.concurrency,
             ask_deadline: Duration::from_millis(args.ask_deadline_ms.max(1)),
             search_deadline: Duration::from_millis(args.search_deadline_ms.max(1)),
+            ask_budget: dossier_agent::Budget {
+                max_steps: args.ask_max_steps,
+                max_evidence: args.ask_max_evidence,
+                max_tokens: args.ask_max_tokens,
+                max_planner_calls: args.ask_max_planner_calls,
+                max_wall: Duration::from_millis(args.ask_deadline_ms.max(1)),
+                ..dossier_agent::Budget::default()
+            },
         },
         cache_entries: args.cache_entries,
         trace_entries: args.trace_entries,

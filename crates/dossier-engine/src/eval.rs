@@ -111,9 +111,11 @@ impl Default for EvalOptions {
 
 /// The principal evaluation reads as: `eval` in the default tenant with no groups,
 /// stored in the catalog like any other (a scope only comes from a stored principal).
-const EVAL_PRINCIPAL: &str = "eval";
+pub const EVAL_PRINCIPAL: &str = "eval";
 
-fn eval_scope(engine: &Engine) -> Result<Scope> {
+/// The scope of [`EVAL_PRINCIPAL`] today, adding the principal to the store when it is
+/// not there yet (answer-level evaluation asks as the same principal).
+pub fn eval_scope(engine: &Engine) -> Result<Scope> {
     let today = chrono::Utc::now().date_naive();
     if let Ok(s) = engine.scope(EVAL_PRINCIPAL, today) {
         return Ok(s);

@@ -10,13 +10,17 @@
 //!   as OpenAI `tools` and a JSON schema as `response_format`;
 //! - [`ScriptedChat`]: a test double that replays queued responses and records the
 //!   requests it got, for unit tests of code that sits on this seam;
-//! - [`LocalServer`] is not a model but starts one: the `llama-server` binary and the
-//!   Qwen2.5-Coder-0.5B-Instruct GGUF that `scripts/setup-llm` installs into `.tools/`,
-//!   on a free localhost port, ready for an [`OpenAiChat`]
-//!   ([`LocalServer::chat_model`]).
+//! - [`LocalServer`] is not a model but starts one: the `llama-server` binary and a
+//!   Qwen2.5-Coder-Instruct GGUF that `scripts/setup-llm` installs into `.tools/` (the
+//!   0.5B always, the 1.5B with `--with-1.5b`; [`LocalModel`] picks one), on a free
+//!   localhost port, ready for an [`OpenAiChat`] ([`LocalServer::chat_model`]).
+//!
+//! [`LlmSpec::parse`] reads the `--llm` values that name a model: `none`, `local` (the
+//! 1.5B when installed, else the 0.5B), `local:0.5b`, `local:1.5b`, or a URL.
 //!
 //! Environment: `DOSSIER_LLAMA_SERVER` and `DOSSIER_LLM_GGUF` point [`LocalServer`] at
-//! another binary or model, `DOSSIER_LLM_THREADS` sets its CPU threads (default 2).
+//! another binary or model (the model for [`LocalServer::start`] and `--llm local`),
+//! `DOSSIER_LLM_THREADS` sets its CPU threads (default 2).
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -42,7 +46,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use local::{LocalServer, LocalServerConfig, DEFAULT_GGUF_NAME, SETUP_HINT};
+pub use local::{
+    LlmSpec, LocalModel, LocalServer, LocalServerConfig, DEFAULT_GGUF_NAME, GGUF_1_5B_NAME,
+    SETUP_HINT, SETUP_HINT_1_5B,
+};
 pub use openai::OpenAiChat;
 pub use scripted::ScriptedChat;
 

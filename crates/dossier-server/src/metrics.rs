@@ -177,7 +177,7 @@ fn is_dropped_citation(note: &str) -> bool {
 }
 
 /// Whether a verifier note records a dropped model claim (see
-/// `dossier_agent::answer::verify_model_answer`).
+/// `dossier_agent::verify::check_claims`).
 fn is_dropped_model_claim(note: &str) -> bool {
     note.starts_with("model claim") && note.contains("dropped")
 }
@@ -634,7 +634,15 @@ mod tests {
         ));
         assert!(!is_dropped_model_claim("citation [3] dropped: x"));
         // What the agent's verifier writes for a claim without a citation.
-        let check = dossier_agent::answer::verify_model_answer("耳机可以退。", &[], "");
+        let ctx = dossier_agent::verify::ClaimContext {
+            citations: &[],
+            known: String::new(),
+            facts: String::new(),
+            conclusions: &[],
+            structural: &[],
+            dense: None,
+        };
+        let check = dossier_agent::verify::check_claims("耳机可以退。", "model", &ctx);
         assert_eq!(check.notes.len(), 1, "{:?}", check.notes);
         assert!(is_dropped_model_claim(&check.notes[0]), "{:?}", check.notes);
         assert!(!is_dropped_citation(&check.notes[0]));
