@@ -85,6 +85,16 @@ const QUESTION_WORDS: &[&str] = &[
     "它们",
     "哪",
     "多少",
+    "多久",
+    "多长",
+    "多长时间",
+    "多大",
+    "多远",
+    "何时",
+    "为何",
+    "怎样",
+    "哪里",
+    "哪儿",
     "为什么",
     "可以",
     "会",
@@ -208,6 +218,53 @@ pub fn is_chinese(text: &str) -> bool {
     cjk * 3 >= text.chars().filter(|c| c.is_alphanumeric()).count().max(1)
 }
 
+/// What a question asks for, when its words say so: a time or a quantity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnswerKind {
+    Time,
+    Quantity,
+}
+
+static TIME_ASKED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)时间|何时|什么时候|哪天|哪一天|几月|几号|哪年|哪一年|日期|几点|\bwhen\b|what (?:year|date|day|month|time)|which (?:year|date|day|month)")
+        .expect("time asked")
+});
+static QUANTITY_ASKED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)多少|几个|几名|几人|几次|几家|人数|数量|金额|价格|票房|比例|\bhow (?:many|much)\b|\bnumber of\b|\bpercentage\b")
+        .expect("quantity asked")
+});
+static TIME_STATED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\d{1,4}\s*[年月日号时点]|[一二三四五六七八九十]+月|\d{1,2}:\d{2}|\b1[0-9]{3}\b|\b20[0-9]{2}\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d|\d (?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*|昨天|今天|明天|上午|下午|凌晨")
+        .expect("time stated")
+});
+static QUANTITY_STATED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\d|[一二三四五六七八九十百千万亿两]+\s*[个名人次家元万亿%％倍]|(?i)\b(?:one|two|three|four|five|six|seven|eight|nine|ten|dozen|hundred|thousand|million|billion)\b")
+        .expect("quantity stated")
+});
+
+/// The kind of answer `question` asks for, if its words say.
+pub fn answer_kind(question: &str) -> Option<AnswerKind> {
+    if TIME_ASKED.is_match(question) {
+        Some(AnswerKind::Time)
+    } else if QUANTITY_ASKED.is_match(question) {
+        Some(AnswerKind::Quantity)
+    } else {
+        None
+    }
+}
+
+impl AnswerKind {
+    /// Whether `sentence` states an answer of this kind that `question` does not.
+    pub fn found_in(self, sentence: &str, question: &str) -> bool {
+        let re: &Regex = match self {
+            AnswerKind::Time => &TIME_STATED,
+            AnswerKind::Quantity => &QUANTITY_STATED,
+        };
+        re.find_iter(sentence)
+            .any(|m| !question.contains(m.as_str().trim()))
+    }
+}
+
 /// Whether two texts are written in different languages (Chinese vs. a Latin-script
 /// one), by their letters only: identifiers and numbers do not count, so
 /// "受影响客户：C-1001、C-1002。" is Chinese.
@@ -226,6 +283,25 @@ pub fn other_language(a: &str, b: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_a_question_asks_for_must_be_in_the_answer() {
+        let k = answer_kind("第七届立法会议员宣誓仪式的时间").unwrap();
+        assert_eq!(k, AnswerKind::Time);
+        assert!(k.found_in("宣誓仪式于1月3日举行。", "第七届立法会议员宣誓仪式的时间"));
+        assert!(!k.found_in("宣誓仪式在立法会举行。", "第七届立法会议员宣誓仪式的时间"));
+        let k = answer_kind("How many people died in the stampede in 2022?").unwrap();
+        assert_eq!(k, AnswerKind::Quantity);
+        assert!(!k.found_in(
+            "The stampede happened in 2022.",
+            "How many people died in the stampede in 2022?"
+        ));
+        assert!(k.found_in(
+            "Twelve people died; 12 were injured.",
+            "How many people died in the stampede in 2022?"
+        ));
+        assert_eq!(answer_kind("Who founded the band?"), None);
+    }
 
     #[test]
     fn languages_are_told_by_letters_not_identifiers() {

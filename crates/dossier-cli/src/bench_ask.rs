@@ -55,6 +55,17 @@ struct Report {
     out_of_scope_executed: usize,
     rejected_proposals: usize,
     statuses: std::collections::BTreeMap<String, usize>,
+    /// Router classes the questions were put in.
+    routes: std::collections::BTreeMap<String, usize>,
+    /// Answer claims checked, and how many the verifier dropped (groundedness, as
+    /// `eval --ask` reports it: kept / checked).
+    claims: usize,
+    claims_dropped: usize,
+    groundedness: Option<f64>,
+    /// Conclusions drawn from clause conditions, by outcome.
+    conclusions: std::collections::BTreeMap<String, usize>,
+    /// Answers the model wrote (the rest are extractive).
+    model_answers: usize,
 }
 
 fn load(engine: &Engine, a: &AskBenchArgs) -> Result<Vec<Q>> {
@@ -157,6 +168,21 @@ pub fn run(engine: &Engine, a: &AskBenchArgs, json: bool) -> Result<ExitCode> {
                 .unwrap_or_default()
                 .to_string();
             *r.statuses.entry(status).or_default() += 1;
+            *r.routes
+                .entry(resp.trace.route.class.as_str().to_string())
+                .or_default() += 1;
+            r.claims += resp.trace.claims.len();
+            r.claims_dropped += resp.trace.claims.iter().filter(|c| !c.kept).count();
+            for c in &resp.conclusions {
+                let o = serde_json::to_value(c.outcome)?
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                *r.conclusions.entry(o).or_default() += 1;
+            }
+            if resp.trace.writer == "model" {
+                r.model_answers += 1;
+            }
             r.asks += 1;
         }
     }
@@ -167,6 +193,7 @@ pub fn run(engine: &Engine, a: &AskBenchArgs, json: bool) -> Result<ExitCode> {
     r.loop_overhead_p50_ms = percentile(&overheads, 0.5);
     r.loop_overhead_p99_ms = percentile(&overheads, 0.99);
     r.steps_mean = steps as f64 / r.asks.max(1) as f64;
+    r.groundedness = (r.claims > 0).then(|| (r.claims - r.claims_dropped) as f64 / r.claims as f64);
     if json {
         crate::print_json(&r)?;
     } else {
@@ -179,6 +206,15 @@ pub fn run(engine: &Engine, a: &AskBenchArgs, json: bool) -> Result<ExitCode> {
         println!(
             "repeated queries {}, budget overruns {}, out-of-scope proposals executed {}, rejected proposals {}; statuses {:?}",
             r.repeated_queries, r.budget_overruns, r.out_of_scope_executed, r.rejected_proposals, r.statuses
+        );
+        println!(
+            "routes {:?}; claims {} ({} dropped, groundedness {}); conclusions {:?}; {} answers by the model",
+            r.routes,
+            r.claims,
+            r.claims_dropped,
+            r.groundedness.map_or("-".into(), |g| format!("{g:.3}")),
+            r.conclusions,
+            r.model_answers
         );
     }
     Ok(ExitCode::SUCCESS)
