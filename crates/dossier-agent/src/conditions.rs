@@ -57,7 +57,6 @@ pub struct ConditionCheck {
     pub fact: String,
     /// The fact's value; absent when it is missing.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub value: Option<Value>,
     pub outcome: Outcome,
 }

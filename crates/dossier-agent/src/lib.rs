@@ -566,6 +566,17 @@ impl<'a> Agent<'a> {
                     let t = Instant::now();
                     let (ps, rejected, tokens) = mp.propose(&state);
                     state.metrics.model_ms += t.elapsed().as_millis() as u64;
+                    // A model that cannot be reached is a degradation, not only a
+                    // refused proposal: the deterministic plan carries the round.
+                    if let Some(r) = rejected
+                        .iter()
+                        .find(|r| r.proposal.is_null() && r.reason.starts_with("model call failed"))
+                    {
+                        state.degraded.push(format!(
+                            "{}; the deterministic plan carried the round",
+                            r.reason
+                        ));
+                    }
                     budget.add_tokens(tokens);
                     state.metrics.rejected_proposals += rejected.len();
                     state.rejected.extend(rejected);

@@ -82,6 +82,13 @@ fn a_models_free_search_never_brings_another_version_of_a_linked_document() {
         "{:?}",
         r.citations
     );
-    assert!(r.conclusions.iter().all(|c| c.version == "V1"), "{:#?}", r.conclusions);
-    assert!(r.conclusions.iter().any(|c| c.outcome == dossier_agent::Outcome::Met));
+    assert!(
+        r.conclusions.iter().all(|c| c.version == "V1"),
+        "{:#?}",
+        r.conclusions
+    );
+    assert!(r
+        .conclusions
+        .iter()
+        .any(|c| c.outcome == dossier_agent::Outcome::Met));
 }
