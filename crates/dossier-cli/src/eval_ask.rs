@@ -40,12 +40,30 @@ pub struct AskEvalOptions {
 struct Question {
     id: String,
     question: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "answer_strings")]
     answers: Vec<String>,
     #[serde(default)]
     gold_ids: Vec<String>,
     #[serde(default, rename = "type")]
     kind: Option<String>,
+}
+
+/// Answers as strings, or as lists of alternatives (RGB nests them): every string counts.
+fn answer_strings<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum One {
+        Text(String),
+        Alternatives(Vec<String>),
+    }
+    let all: Vec<One> = serde::Deserialize::deserialize(d)?;
+    Ok(all
+        .into_iter()
+        .flat_map(|a| match a {
+            One::Text(t) => vec![t],
+            One::Alternatives(v) => v,
+        })
+        .collect())
 }
 
 impl Question {
@@ -1014,6 +1032,15 @@ pub fn main(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nested_answer_alternatives_are_read() {
+        let q: Question = serde_json::from_str(
+            r#"{"id":"x","question":"q","answers":[["1月3日","1月3号"],"一月三日"]}"#,
+        )
+        .unwrap();
+        assert_eq!(q.answers, vec!["1月3日", "1月3号", "一月三日"]);
+    }
 
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|x| x.to_string()).collect()
