@@ -198,11 +198,11 @@ const EVENTS: &[Concept] = &[
 const ZH_NEGATIONS: &[&str] = &["尚未", "没有", "未经", "未", "没", "不曾", "无"];
 
 static ZH_WINDOW: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(\p{Han}{1,4}?)(?:后|起|之日起)\s*(\d{1,4})\s*(个自然日|个工作日|工作日|自然日|天|日|周|个月|小时)(?:内|以内|之内)")
+    Regex::new(r"(?P<event>\p{Han}{1,4}?)(?:后|起|之日起)\s*(?P<n>\d{1,4})\s*(?P<unit>个自然日|个工作日|工作日|自然日|天|日|周|个月|小时)(?:内|以内|之内)")
         .expect("zh window")
 });
 static EN_WINDOW: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)within\s+(\d{1,4})\s+(business days?|calendar days?|days?|weeks?|months?|hours?)\s+(?:of|after|from)\s+(?:the\s+)?([a-z]+)")
+    Regex::new(r"(?i)within\s+(?P<n>\d{1,4})\s+(?P<unit>business days?|calendar days?|days?|weeks?|months?|hours?)\s+(?:of|after|from)\s+(?:the\s+)?(?P<event>[a-z]+)")
         .expect("en window")
 });
 static ZH_AMOUNT: LazyLock<Regex> = LazyLock::new(|| {
@@ -369,25 +369,16 @@ fn first_modal(s: &str) -> Option<(usize, usize, Effect)> {
 /// Reads one sentence into a clause, when it states at least one typed condition.
 fn read_clause(sentence: &str) -> Option<Clause> {
     let mut conditions = Vec::new();
-    for c in ZH_WINDOW.captures_iter(sentence) {
-        let Some(event) = event_of(&c[1]) else {
+    // Both languages' window patterns name their groups alike.
+    for c in [&*ZH_WINDOW, &*EN_WINDOW]
+        .into_iter()
+        .flat_map(|re| re.captures_iter(sentence))
+    {
+        let Some(event) = event_of(&c["event"]) else {
             continue;
         };
-        let n: i64 = c[2].parse().ok()?;
-        let (days, business) = days_of(n, &c[3]);
-        conditions.push(Condition::Within {
-            event,
-            days,
-            business,
-            text: c[0].to_string(),
-        });
-    }
-    for c in EN_WINDOW.captures_iter(sentence) {
-        let Some(event) = event_of(&c[3]) else {
-            continue;
-        };
-        let n: i64 = c[1].parse().ok()?;
-        let (days, business) = days_of(n, &c[2]);
+        let n: i64 = c["n"].parse().ok()?;
+        let (days, business) = days_of(n, &c["unit"]);
         conditions.push(Condition::Within {
             event,
             days,
