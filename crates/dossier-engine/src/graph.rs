@@ -218,7 +218,9 @@ impl Engine {
     /// The graph of `tenant` as of the current catalog generation (built when missing or
     /// stale).
     pub(crate) fn tenant_graph(&self, tenant: &str) -> Result<Arc<TenantState>> {
-        let generation = self.store.catalog().generation()?;
+        // Keyed by the tenant's own generation: a commit in another tenant leaves this
+        // graph (and the views and reports hanging off it) alone.
+        let generation = self.store.snapshot().tenant_generation(tenant);
         let mut cache = self.graphs.0.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(s) = cache.get(tenant).filter(|s| s.generation == generation) {
             return Ok(s.clone());
@@ -234,6 +236,9 @@ impl Engine {
     fn build_graph(&self, tenant: &str) -> Result<TenantState> {
         let catalog = self.store.catalog();
         loop {
+            // The label is read before the content, so the content is never older than
+            // the generation it is cached under.
+            let label = self.store.snapshot().tenant_generation(tenant);
             let before = catalog.generation()?;
             let entries: Vec<_> = catalog
                 .documents()?
@@ -333,7 +338,7 @@ impl Engine {
                 })
                 .collect();
             return Ok(TenantState {
-                generation: before,
+                generation: label,
                 graph,
                 chunk_seq,
                 seq_chunk,

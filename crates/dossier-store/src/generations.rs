@@ -139,10 +139,15 @@ impl Generation {
         let Some(last) = changes.last().map(|c| c.generation) else {
             return Ok(());
         };
+        // A catalog that searches vectors itself (pgvector) needs no HNSW here.
+        let own_vectors = !catalog.searches_vectors();
         let mut texts = Vec::new();
         let mut vectors = self.vectors.write();
         for ch in changes {
-            let (do_text, do_vec) = (ch.generation > bm25_gen, ch.generation > vec_gen);
+            let (do_text, do_vec) = (
+                ch.generation > bm25_gen,
+                ch.generation > vec_gen && own_vectors,
+            );
             if !do_text && !do_vec {
                 continue;
             }
@@ -173,7 +178,9 @@ impl Generation {
             self.bm25.commit(last)?;
         }
         if last > vec_gen {
-            vectors.save(&self.dir.join("vectors.hnsw"))?;
+            if own_vectors {
+                vectors.save(&self.dir.join("vectors.hnsw"))?;
+            }
             let mut meta = self.meta.write();
             meta.vectors_generation = last;
             write_json_atomic(&self.dir.join("gen.json"), &*meta)?;
@@ -206,6 +213,7 @@ impl Generation {
                 self.name
             )));
         }
+        let own_vectors = !catalog.searches_vectors();
         let mut texts = Vec::with_capacity(4096);
         let mut pending = Vec::with_capacity(4096);
         let mut vectors = self.vectors.write();
@@ -216,7 +224,9 @@ impl Generation {
                 dv: c.dv,
                 text: index_text(&c),
             });
-            pending.push((c.seq, c.dv, v));
+            if own_vectors {
+                pending.push((c.seq, c.dv, v));
+            }
             if texts.len() == 4096 {
                 self.bm25.add(&texts)?;
                 vectors.add_batch(&pending)?;
@@ -230,7 +240,9 @@ impl Generation {
         vectors.add_batch(&pending)?;
         self.bm25.add(&texts)?;
         self.bm25.commit(generation)?;
-        vectors.save(&self.dir.join("vectors.hnsw"))?;
+        if own_vectors {
+            vectors.save(&self.dir.join("vectors.hnsw"))?;
+        }
         let mut meta = self.meta.write();
         meta.vectors_generation = generation;
         meta.built_at = chrono::Utc::now().to_rfc3339();

@@ -21,13 +21,15 @@
 
 pub mod catalog;
 pub mod generations;
+pub mod postgres;
 mod scope;
 mod store;
+pub mod testing;
 
 pub use catalog::{Catalog, CatalogBackend, ChangeSet, DocEntry, StoredChunk};
 pub use generations::GenerationInfo;
 pub use scope::Scope;
-pub use store::{DocsView, Manifest, Snapshot, Store, FORMAT_VERSION};
+pub use store::{DocsView, Manifest, Snapshot, Store, StoreLocation, FORMAT_VERSION};
 
 /// Errors of the store.
 #[derive(Debug, thiserror::Error)]

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalog::{Catalog, CatalogBackend, ChangeSet, CommitBatch, DocEntry};
 use crate::generations::{read_pointer, write_pointer, Generation, GenerationInfo};
+use crate::postgres::PgCatalog;
 use crate::scope::Scope;
 use crate::{io_err, Error, Result};
 
@@ -162,20 +163,179 @@ impl DocsView {
 pub struct Snapshot {
     pub view: Arc<DocsView>,
     pub active: Arc<Generation>,
+    /// The catalog generation the view reflects (at least).
+    pub generation: u64,
+    /// Per tenant, the last generation that touched it: what a tenant's derived data
+    /// (graph, reports, cached answers) is keyed by, so that a commit in one tenant
+    /// leaves another's alone.
+    tenant_generations: Arc<TenantGenerations>,
 }
 
-/// An opened store directory.
+impl Snapshot {
+    /// The last catalog generation that changed anything of `tenant`.
+    pub fn tenant_generation(&self, tenant: &str) -> u64 {
+        self.tenant_generations.of(tenant)
+    }
+}
+
+/// The last generation per tenant, from the change log.
+#[derive(Debug, Clone, Default)]
+struct TenantGenerations {
+    by_tenant: HashMap<String, u64>,
+    /// Change sets written before commits recorded their tenants count for everyone.
+    everyone: u64,
+}
+
+impl TenantGenerations {
+    fn of(&self, tenant: &str) -> u64 {
+        self.by_tenant
+            .get(tenant)
+            .copied()
+            .unwrap_or(0)
+            .max(self.everyone)
+    }
+
+    fn record(&mut self, changes: &[ChangeSet]) {
+        for ch in changes {
+            if ch.tenants.is_empty() {
+                self.everyone = self.everyone.max(ch.generation);
+            }
+            for t in &ch.tenants {
+                let g = self.by_tenant.entry(t.clone()).or_default();
+                *g = (*g).max(ch.generation);
+            }
+        }
+    }
+}
+
+/// Where a store lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreLocation {
+    /// The embedded store: one directory (manifest, redb catalog, index generations).
+    Dir(PathBuf),
+    /// A shared PostgreSQL + pgvector database. `index_dir` holds this process's
+    /// lexical index (derived from the change log); by default a directory under the
+    /// user's cache named after the database.
+    Postgres {
+        url: String,
+        index_dir: Option<PathBuf>,
+    },
+}
+
+impl StoreLocation {
+    /// `postgres://…` / `postgresql://…` is a shared database; anything else a directory.
+    pub fn parse(s: &str) -> StoreLocation {
+        if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+            StoreLocation::Postgres {
+                url: s.to_string(),
+                index_dir: None,
+            }
+        } else {
+            StoreLocation::Dir(PathBuf::from(s))
+        }
+    }
+
+    /// Puts a shared store's lexical index in `dir` (no effect on a directory store).
+    pub fn with_index_dir(self, dir: Option<PathBuf>) -> StoreLocation {
+        match self {
+            StoreLocation::Postgres { url, index_dir } => StoreLocation::Postgres {
+                url,
+                index_dir: dir.or(index_dir),
+            },
+            other => other,
+        }
+    }
+
+    /// The location for messages: the path, or the URL without its password.
+    pub fn shown(&self) -> String {
+        match self {
+            StoreLocation::Dir(d) => d.display().to_string(),
+            StoreLocation::Postgres { url, .. } => crate::postgres::redact(url),
+        }
+    }
+
+    pub fn is_shared(&self) -> bool {
+        matches!(self, StoreLocation::Postgres { .. })
+    }
+
+    /// The manifest of the store there, if one was created.
+    pub fn read_manifest(&self) -> Result<Option<Manifest>> {
+        match self {
+            StoreLocation::Dir(d) => Store::read_manifest(d),
+            StoreLocation::Postgres { url, .. } => PgCatalog::connect(url)?.manifest(),
+        }
+    }
+}
+
+impl From<&Path> for StoreLocation {
+    fn from(p: &Path) -> Self {
+        StoreLocation::Dir(p.to_path_buf())
+    }
+}
+impl From<PathBuf> for StoreLocation {
+    fn from(p: PathBuf) -> Self {
+        StoreLocation::Dir(p)
+    }
+}
+impl From<&PathBuf> for StoreLocation {
+    fn from(p: &PathBuf) -> Self {
+        StoreLocation::Dir(p.clone())
+    }
+}
+
+/// Where a shared store's replicas keep their lexical indexes by default.
+fn default_index_root(url: &str) -> PathBuf {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    let digest = blake3::hash(crate::postgres::redact(url).as_bytes()).to_hex();
+    cache.join("dossier").join(format!("pg-{}", &digest[..16]))
+}
+
+/// Takes the first replica directory under `root` no other live process holds (a
+/// lock file, released when the process ends, however it ends), so replicas on one
+/// machine never share a tantivy index and a restarted one reuses its own.
+fn claim_replica_dir(root: &Path) -> Result<(PathBuf, std::fs::File)> {
+    for n in 1..=64 {
+        let dir = root.join(format!("r{n}"));
+        std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        let p = dir.join("replica.lock");
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&p)
+            .map_err(io_err(&p))?;
+        if f.try_lock().is_ok() {
+            return Ok((dir, f));
+        }
+    }
+    Err(Error::Invalid(format!(
+        "64 processes already hold index directories under {}",
+        root.display()
+    )))
+}
+
+/// An opened store: a directory, or a shared database plus this process's indexes.
 ///
 /// **Single writer path:** every change — commit, index catch-up, view swap, draft
 /// build, promote, rollback — runs under `writer`, so two commits can never replay the
 /// same change set into the indexes or publish their views out of order. Readers take a
-/// [`Snapshot`] and never wait for a writer except for the instant of the swap.
+/// [`Snapshot`] and never wait for a writer except for the instant of the swap. With a
+/// shared database, commits of other processes arrive through [`Store::refresh`].
 pub struct Store {
+    /// The directory of the index generations' parent (`dir/indexes`): the store
+    /// directory, or this replica's index directory.
     dir: PathBuf,
+    location: StoreLocation,
     manifest: Manifest,
-    catalog: Box<dyn CatalogBackend>,
+    catalog: Arc<dyn CatalogBackend>,
+    shared: Option<Arc<PgCatalog>>,
     current: RwLock<Arc<Snapshot>>,
     writer: Mutex<()>,
+    /// Held for the store's life: this replica's claim on its index directory.
+    _replica_lock: Option<std::fs::File>,
 }
 
 impl Store {
@@ -189,44 +349,91 @@ impl Store {
         }
     }
 
-    /// Opens the store in `dir`, creating it for this embedder if it does not exist.
-    /// An existing store must have been built with the same model.
-    pub fn open(dir: &Path, embedder_spec: &str, model: &str, dim: usize) -> Result<Store> {
-        std::fs::create_dir_all(dir.join("indexes")).map_err(io_err(dir))?;
-        let manifest = match Self::read_manifest(dir)? {
-            Some(m) => {
-                if m.format_version != FORMAT_VERSION {
-                    return Err(Error::Format {
-                        path: dir.display().to_string(),
-                        found: m.format_version,
-                        expected: FORMAT_VERSION,
-                    });
-                }
-                if m.embedder_model != model || m.dim != dim {
-                    return Err(Error::EmbedderMismatch {
-                        path: dir.display().to_string(),
-                        found: m.embedder_model,
-                        found_dim: m.dim,
-                        wanted: model.to_string(),
-                        wanted_dim: dim,
-                    });
-                }
-                m
-            }
-            None => {
-                let m = Manifest {
-                    format_version: FORMAT_VERSION,
-                    embedder_spec: embedder_spec.to_string(),
-                    embedder_model: model.to_string(),
-                    dim,
-                    created_at: chrono::Utc::now().to_rfc3339(),
-                };
-                let p = dir.join("manifest.json");
-                std::fs::write(&p, serde_json::to_vec_pretty(&m)?).map_err(io_err(&p))?;
-                m
-            }
+    /// Opens the store at `location` (a directory or a `postgres://` URL), creating it
+    /// for this embedder if it does not exist. An existing store must have been built
+    /// with the same model.
+    pub fn open(
+        location: impl Into<StoreLocation>,
+        embedder_spec: &str,
+        model: &str,
+        dim: usize,
+    ) -> Result<Store> {
+        let location = location.into();
+        let fresh = Manifest {
+            format_version: FORMAT_VERSION,
+            embedder_spec: embedder_spec.to_string(),
+            embedder_model: model.to_string(),
+            dim,
+            created_at: chrono::Utc::now().to_rfc3339(),
         };
-        let catalog: Box<dyn CatalogBackend> = Box::new(Catalog::open(&dir.join("catalog.redb"))?);
+        let check = |m: Manifest| -> Result<Manifest> {
+            if m.format_version != FORMAT_VERSION {
+                return Err(Error::Format {
+                    path: location.shown(),
+                    found: m.format_version,
+                    expected: FORMAT_VERSION,
+                });
+            }
+            if m.embedder_model != model || m.dim != dim {
+                return Err(Error::EmbedderMismatch {
+                    path: location.shown(),
+                    found: m.embedder_model,
+                    found_dim: m.dim,
+                    wanted: model.to_string(),
+                    wanted_dim: dim,
+                });
+            }
+            Ok(m)
+        };
+        match &location {
+            StoreLocation::Dir(dir) => {
+                std::fs::create_dir_all(dir.join("indexes")).map_err(io_err(dir))?;
+                let manifest = match Self::read_manifest(dir)? {
+                    Some(m) => check(m)?,
+                    None => {
+                        let p = dir.join("manifest.json");
+                        std::fs::write(&p, serde_json::to_vec_pretty(&fresh)?)
+                            .map_err(io_err(&p))?;
+                        fresh
+                    }
+                };
+                let catalog: Arc<dyn CatalogBackend> =
+                    Arc::new(Catalog::open(&dir.join("catalog.redb"))?);
+                Self::with_catalog(dir.clone(), location.clone(), manifest, catalog, None, None)
+            }
+            StoreLocation::Postgres { url, index_dir } => {
+                let pg = Arc::new(PgCatalog::connect(url)?);
+                let manifest = match pg.manifest()? {
+                    Some(m) => check(m)?,
+                    None => check(pg.create(&fresh)?)?,
+                };
+                let root = index_dir.clone().unwrap_or_else(|| default_index_root(url));
+                let (dir, lock) = claim_replica_dir(&root)?;
+                std::fs::create_dir_all(dir.join("indexes")).map_err(io_err(&dir))?;
+                let catalog: Arc<dyn CatalogBackend> = pg.clone();
+                Self::with_catalog(
+                    dir,
+                    location.clone(),
+                    manifest,
+                    catalog,
+                    Some(pg),
+                    Some(lock),
+                )
+            }
+        }
+    }
+
+    /// Opens (or rebuilds) the active index generation under `dir/indexes` and builds
+    /// the first snapshot.
+    fn with_catalog(
+        dir: PathBuf,
+        location: StoreLocation,
+        manifest: Manifest,
+        catalog: Arc<dyn CatalogBackend>,
+        shared: Option<Arc<PgCatalog>>,
+        replica_lock: Option<std::fs::File>,
+    ) -> Result<Store> {
+        let dim = manifest.dim;
         let indexes = dir.join("indexes");
         let mut ptr = read_pointer(&indexes)?;
         let active = match &ptr.active {
@@ -250,16 +457,26 @@ impl Store {
         };
         ptr.active = Some(active.name.clone());
         write_pointer(&indexes, &ptr)?;
+        let mut tenant_generations = TenantGenerations::default();
+        let log = catalog.changes_since(0)?.unwrap_or_default();
+        tenant_generations.record(&log);
+        // The view is read after the log, so it reflects at least the log's last commit.
+        let generation = log.last().map_or(0, |c| c.generation);
         let view = DocsView::build(catalog.documents()?, &catalog.decisions()?);
         Ok(Store {
-            dir: dir.to_path_buf(),
+            dir,
+            location,
             manifest,
             catalog,
+            shared,
             current: RwLock::new(Arc::new(Snapshot {
                 view: Arc::new(view),
                 active: Arc::new(active),
+                generation,
+                tenant_generations: Arc::new(tenant_generations),
             })),
             writer: Mutex::new(()),
+            _replica_lock: replica_lock,
         })
     }
 
@@ -301,12 +518,49 @@ impl Store {
         self.snapshot().active.clone()
     }
 
-    /// Publishes a new view and/or active generation as one snapshot.
-    fn publish(&self, view: Option<DocsView>, active: Option<Generation>) {
+    /// Where this store lives.
+    pub fn location(&self) -> &StoreLocation {
+        &self.location
+    }
+
+    /// The shared database, when the store is one.
+    pub fn shared(&self) -> Option<&PgCatalog> {
+        self.shared.as_deref()
+    }
+
+    /// The `k` admitted chunks nearest `q`: in the database when it searches vectors
+    /// itself, else in the snapshot's HNSW.
+    pub fn search_vectors(
+        &self,
+        snap: &Snapshot,
+        q: &[f32],
+        k: usize,
+        admit: &Admit,
+    ) -> Result<Vec<dossier_index::Scored>> {
+        match self.catalog.search_vectors(q, k, admit)? {
+            Some(hits) => Ok(hits),
+            None => Ok(snap.active.vectors.read().search(q, k, admit)),
+        }
+    }
+
+    /// Publishes a new view and/or active generation as one snapshot, with the change
+    /// sets that led to it.
+    fn publish(&self, view: Option<DocsView>, active: Option<Generation>, changes: &[ChangeSet]) {
         let mut cur = self.current.write();
+        let tenant_generations = if changes.is_empty() {
+            cur.tenant_generations.clone()
+        } else {
+            let mut t = (*cur.tenant_generations).clone();
+            t.record(changes);
+            Arc::new(t)
+        };
         let next = Snapshot {
             view: view.map(Arc::new).unwrap_or_else(|| cur.view.clone()),
             active: active.map(Arc::new).unwrap_or_else(|| cur.active.clone()),
+            generation: changes
+                .last()
+                .map_or(cur.generation, |c| c.generation.max(cur.generation)),
+            tenant_generations,
         };
         *cur = Arc::new(next);
     }
@@ -317,10 +571,41 @@ impl Store {
     pub fn commit(&self, batch: CommitBatch) -> Result<ChangeSet> {
         let _writer = self.writer.lock();
         let change = self.catalog.commit(batch)?;
-        self.active().catch_up(self.catalog.as_ref())?;
-        let view = DocsView::build(self.catalog.documents()?, &self.catalog.decisions()?);
-        self.publish(Some(view), None);
+        self.catch_up_locked()?;
         Ok(change)
+    }
+
+    /// Brings this process up to the catalog: replays commits made elsewhere (another
+    /// replica or the CLI on a shared database) into the indexes and publishes a new
+    /// view. Returns whether anything changed. Cheap when nothing did: one read of
+    /// the catalog's generation.
+    pub fn refresh(&self) -> Result<bool> {
+        if self.catalog.generation()? <= self.snapshot().generation {
+            return Ok(false);
+        }
+        let _writer = self.writer.lock();
+        self.catch_up_locked()
+    }
+
+    fn catch_up_locked(&self) -> Result<bool> {
+        let snap = self.snapshot();
+        let changes = match self.catalog.changes_since(snap.generation)? {
+            Some(c) => c,
+            None => {
+                return Err(Error::Invalid(format!(
+                    "the change log of {} no longer reaches generation {}; reopen the store",
+                    self.location.shown(),
+                    snap.generation
+                )))
+            }
+        };
+        if changes.is_empty() {
+            return Ok(false);
+        }
+        snap.active.apply(self.catalog.as_ref(), &changes)?;
+        let view = DocsView::build(self.catalog.documents()?, &self.catalog.decisions()?);
+        self.publish(Some(view), None, &changes);
+        Ok(true)
     }
 
     /// Builds a new generation from the catalog as a draft; the active one keeps serving.
@@ -376,7 +661,7 @@ impl Store {
         ptr.retired.retain(|r| r != &name);
         write_pointer(&indexes, &ptr)?;
         let info = g.info("active")?;
-        self.publish(None, Some(g));
+        self.publish(None, Some(g), &[]);
         Ok(info)
     }
 
@@ -400,7 +685,7 @@ impl Store {
         }
         write_pointer(&indexes, &ptr)?;
         let info = g.info("active")?;
-        self.publish(None, Some(g));
+        self.publish(None, Some(g), &[]);
         Ok(info)
     }
 

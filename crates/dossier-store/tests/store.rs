@@ -2,7 +2,8 @@
 
 use dossier_core::{Chunk, DocKind, DocumentVersion};
 use dossier_store::catalog::{CommitBatch, NewDocument};
-use dossier_store::{Catalog, CatalogBackend, Error, Store};
+use dossier_store::postgres::PgCatalog;
+use dossier_store::{testing, Catalog, CatalogBackend, Error, Store, StoreLocation};
 
 const DIM: usize = 4;
 
@@ -63,8 +64,18 @@ fn batch(docs: Vec<NewDocument>) -> CommitBatch {
     }
 }
 
+/// The store of `dir`: the directory itself, or with `DOSSIER_TEST_POSTGRES` set a
+/// database named after it (the same suite runs against both backends).
 fn open(dir: &std::path::Path) -> Store {
-    Store::open(dir, "hash:4", "hash-4", DIM).unwrap()
+    Store::open(testing::location(dir), "hash:4", "hash-4", DIM).unwrap()
+}
+
+/// The catalog of `dir`'s store opened on its own, as another process would.
+fn raw_catalog(dir: &std::path::Path) -> Box<dyn CatalogBackend> {
+    match testing::location(dir) {
+        StoreLocation::Dir(d) => Box::new(Catalog::open(&d.join("catalog.redb")).unwrap()),
+        StoreLocation::Postgres { url, .. } => Box::new(PgCatalog::connect(&url).unwrap()),
+    }
 }
 
 #[test]
@@ -78,7 +89,7 @@ fn index_catches_up_after_a_crash_between_catalog_and_index() {
     }
     // Simulate a writer that committed the catalog and died before touching the index.
     {
-        let c = Catalog::open(&dir.path().join("catalog.redb")).unwrap();
+        let c = raw_catalog(dir.path());
         c.commit(batch(vec![doc("b", "1", &["beta"])])).unwrap();
         c.commit(CommitBatch {
             deletes: vec![("t".into(), "a".into(), None)],
@@ -168,7 +179,7 @@ fn draft_promote_rollback() {
 fn a_store_refuses_vectors_from_another_model() {
     let dir = tempfile::tempdir().unwrap();
     drop(open(dir.path()));
-    let err = Store::open(dir.path(), "hash:8", "hash-8", 8)
+    let err = Store::open(testing::location(dir.path()), "hash:8", "hash-8", 8)
         .err()
         .unwrap();
     assert!(matches!(err, Error::EmbedderMismatch { .. }), "{err}");
@@ -238,4 +249,46 @@ fn concurrent_commits_are_serialised_by_one_writer() {
     drop(s);
     let s = open(dir.path());
     assert_eq!(s.active().bm25.len(), catalog_chunks);
+}
+
+/// A commit made by another process (the CLI, another replica) reaches an open store
+/// through `refresh`: its indexes, view and the tenant's generation move on, and the
+/// other tenant's generation stays where it was. The embedded store is one process's:
+/// a second open of the same directory is refused rather than silently diverging.
+#[test]
+fn a_commit_made_elsewhere_arrives_by_refresh() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let mut other_tenant = doc("z", "1", &["zeta"]);
+    other_tenant.meta.tenant = "u".into();
+    s.commit(batch(vec![doc("a", "1", &["alpha"]), other_tenant]))
+        .unwrap();
+    let u_before = s.snapshot().tenant_generation("u");
+    if !testing::on_postgres() {
+        let second = Store::open(testing::location(dir.path()), "hash:4", "hash-4", DIM);
+        assert!(second.is_err(), "two processes on one embedded store");
+        return;
+    }
+    let replica = open(dir.path());
+    assert_ne!(
+        replica.dir(),
+        s.dir(),
+        "two replicas share one lexical index"
+    );
+    replica
+        .commit(batch(vec![doc("b", "1", &["beta through the replica"])]))
+        .unwrap();
+    assert!(s.active().bm25.len() < 3, "seen before any refresh");
+    assert!(s.refresh().unwrap(), "the replica's commit did not arrive");
+    assert!(!s.refresh().unwrap(), "nothing more to replay");
+    assert_eq!(s.active().bm25.len(), 3);
+    assert_eq!(s.view().entries.len(), 3);
+    let snap = s.snapshot();
+    assert_eq!(snap.generation, replica.snapshot().generation);
+    assert_eq!(snap.tenant_generation("t"), snap.generation);
+    assert_eq!(
+        snap.tenant_generation("u"),
+        u_before,
+        "tenant u was not touched"
+    );
 }

@@ -1,0 +1,696 @@
+//! The shared catalog: PostgreSQL + pgvector behind the same [`CatalogBackend`] contract
+//! as the embedded redb catalog, so several `dossier serve` replicas and the CLI can work
+//! on one store at once.
+//!
+//! What lives where: Postgres holds everything the embedded catalog holds (documents,
+//! versions, chunks, vectors, records, principals, review decisions, candidates, the
+//! change log) and answers vector searches itself (pgvector HNSW, the admission set
+//! applied inside the index scan). BM25 stays a tantivy index per replica, derived from
+//! the change log like the embedded store's (a lexical index is cheap to rebuild and
+//! fast in process; Postgres full-text search has neither jieba nor BM25).
+//!
+//! Commits take the `counters` row `FOR UPDATE`, so commits from every replica are
+//! serialised and the change log is gapless.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use dossier_core::review::{Decision, ModelCandidate};
+use dossier_core::{Principal, RecordRow, RecordSchema};
+use dossier_index::{Admit, Scored};
+use pgvector::Vector;
+use postgres::{IsolationLevel, NoTls, Transaction};
+use r2d2_postgres::PostgresConnectionManager;
+
+use crate::catalog::{
+    tenants_touched, CatalogBackend, ChangeSet, CommitBatch, DocEntry, StoredChunk,
+};
+use crate::store::Manifest;
+use crate::{Error, Result};
+
+mod embedded {
+    refinery::embed_migrations!("migrations");
+}
+
+type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
+
+/// Connections a process keeps to the database.
+const POOL_SIZE: u32 = 16;
+/// How long a caller waits for a free connection before the request fails.
+const CONNECTION_WAIT: Duration = Duration::from_secs(10);
+/// Chunks fetched per round trip while streaming the whole catalog.
+const STREAM_BATCH: i64 = 2_000;
+/// Most index tuples one filtered vector search may visit (pgvector iterative scans):
+/// bounds the work of a search whose scope admits few chunks.
+const MAX_SCAN_TUPLES: i64 = 200_000;
+
+/// A catalog in a PostgreSQL database.
+pub struct PgCatalog {
+    pool: Pool,
+    /// The URL with any password removed, for messages.
+    shown: String,
+}
+
+fn pg(e: impl std::fmt::Display) -> Error {
+    Error::Catalog(format!("postgres: {e}"))
+}
+
+/// `url` without its password, fit for messages and logs.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            match creds.find(':') {
+                Some(c) => format!("{}{}:***{}", &url[..s + 3], &creds[..c], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
+
+impl PgCatalog {
+    /// Connects, and brings the schema up to date (versioned migrations, applied once
+    /// under an advisory lock so that replicas starting together do not race).
+    pub fn connect(url: &str) -> Result<PgCatalog> {
+        let shown = redact(url);
+        let config: postgres::Config = url
+            .parse()
+            .map_err(|e| Error::Invalid(format!("store URL {shown}: {e}")))?;
+        let manager = PostgresConnectionManager::new(config, NoTls);
+        let pool = r2d2::Pool::builder()
+            .max_size(POOL_SIZE)
+            .min_idle(Some(1))
+            .connection_timeout(CONNECTION_WAIT)
+            .build(manager)
+            .map_err(|e| Error::Catalog(format!("cannot connect to {shown}: {e}")))?;
+        let catalog = PgCatalog { pool, shown };
+        catalog.migrate()?;
+        Ok(catalog)
+    }
+
+    /// The URL this catalog was opened with, password removed.
+    pub fn shown_url(&self) -> &str {
+        &self.shown
+    }
+
+    fn client(&self) -> Result<r2d2::PooledConnection<PostgresConnectionManager<NoTls>>> {
+        self.pool
+            .get()
+            .map_err(|e| Error::Catalog(format!("{}: {e}", self.shown)))
+    }
+
+    fn migrate(&self) -> Result<()> {
+        let mut c = self.client()?;
+        // One key for "Dossier's schema"; released with the session's lock call below.
+        c.execute("SELECT pg_advisory_lock(7305611)", &[])
+            .map_err(pg)?;
+        let result = embedded::migrations::runner()
+            .set_migration_table_name("dossier_schema_history")
+            .run(&mut *c)
+            .map(|_| ())
+            .map_err(|e| Error::Catalog(format!("migrating {}: {e}", self.shown)));
+        c.execute("SELECT pg_advisory_unlock(7305611)", &[])
+            .map_err(pg)?;
+        result
+    }
+
+    /// The stored manifest, if the store was created.
+    pub fn manifest(&self) -> Result<Option<Manifest>> {
+        let mut c = self.client()?;
+        let row = c
+            .query_opt("SELECT body FROM manifest WHERE id = 1", &[])
+            .map_err(pg)?;
+        Ok(match row {
+            Some(r) => Some(serde_json::from_slice(r.get::<_, &[u8]>(0))?),
+            None => None,
+        })
+    }
+
+    /// Creates the store: writes `m` and adds the embedding column of its dimension with
+    /// its HNSW index. Returns the stored manifest (another replica's if it won the race).
+    pub fn create(&self, m: &Manifest) -> Result<Manifest> {
+        let mut c = self.client()?;
+        let mut tx = c.transaction().map_err(pg)?;
+        tx.execute("LOCK TABLE manifest IN EXCLUSIVE MODE", &[])
+            .map_err(pg)?;
+        if let Some(r) = tx
+            .query_opt("SELECT body FROM manifest WHERE id = 1", &[])
+            .map_err(pg)?
+        {
+            return Ok(serde_json::from_slice(r.get::<_, &[u8]>(0))?);
+        }
+        let dim = m.dim;
+        if dim == 0 || dim > 16_000 {
+            return Err(Error::Invalid(format!("vector dimension {dim}")));
+        }
+        tx.batch_execute(&format!(
+            "ALTER TABLE chunks ADD COLUMN embedding vector({dim}) NOT NULL;
+             CREATE INDEX chunks_embedding ON chunks USING hnsw (embedding vector_ip_ops)
+                 WITH (m = 16, ef_construction = 100);"
+        ))
+        .map_err(pg)?;
+        tx.execute(
+            "INSERT INTO manifest (id, body) VALUES (1, $1)",
+            &[&serde_json::to_vec(m)?],
+        )
+        .map_err(pg)?;
+        tx.commit().map_err(pg)?;
+        Ok(m.clone())
+    }
+
+    /// Runs `f` with a session advisory lock on `key` held, or returns `None` at once
+    /// when another process holds it: two replicas never run the same job.
+    pub fn exclusively<T>(&self, key: &str, f: impl FnOnce() -> T) -> Result<Option<T>> {
+        let mut c = self.client()?;
+        let id = lock_id(key);
+        let got: bool = c
+            .query_one("SELECT pg_try_advisory_lock($1)", &[&id])
+            .map_err(pg)?
+            .get(0);
+        if !got {
+            return Ok(None);
+        }
+        let out = f();
+        c.execute("SELECT pg_advisory_unlock($1)", &[&id])
+            .map_err(pg)?;
+        Ok(Some(out))
+    }
+
+    /// Whether the database answers, and its server version.
+    pub fn ping(&self) -> Result<String> {
+        let mut c = self.client()?;
+        let row = c.query_one("SHOW server_version", &[]).map_err(pg)?;
+        Ok(row.get(0))
+    }
+}
+
+/// A stable advisory-lock id for a job name.
+fn lock_id(key: &str) -> i64 {
+    let h = blake3::hash(key.as_bytes());
+    i64::from_le_bytes(h.as_bytes()[..8].try_into().expect("8 bytes"))
+}
+
+fn i64_of(v: u64) -> Result<i64> {
+    i64::try_from(v).map_err(|_| Error::Invalid(format!("{v} out of range")))
+}
+
+fn doc_of(body: &[u8]) -> Result<DocEntry> {
+    Ok(serde_json::from_slice(body)?)
+}
+
+/// Reads a chunk row `(seq, dv, body[, embedding])` into a stored chunk.
+fn chunk_of(row: &postgres::Row) -> Result<StoredChunk> {
+    Ok(serde_json::from_slice(row.get::<_, &[u8]>(2))?)
+}
+
+impl CatalogBackend for PgCatalog {
+    fn generation(&self) -> Result<u64> {
+        let mut c = self.client()?;
+        let g: i64 = c
+            .query_one("SELECT generation FROM counters WHERE id = 1", &[])
+            .map_err(pg)?
+            .get(0);
+        Ok(g as u64)
+    }
+
+    fn documents(&self) -> Result<Vec<DocEntry>> {
+        let mut c = self.client()?;
+        c.query(
+            "SELECT body FROM docs ORDER BY tenant, doc_id, version",
+            &[],
+        )
+        .map_err(pg)?
+        .iter()
+        .map(|r| doc_of(r.get(0)))
+        .collect()
+    }
+
+    fn chunks(&self, seqs: &[u64]) -> Result<Vec<StoredChunk>> {
+        let ids: Vec<i64> = seqs.iter().map(|&s| i64_of(s)).collect::<Result<_>>()?;
+        let mut c = self.client()?;
+        let rows = c
+            .query(
+                "SELECT seq, dv, body FROM chunks WHERE seq = ANY($1)",
+                &[&ids],
+            )
+            .map_err(pg)?;
+        let mut by_seq: HashMap<u64, StoredChunk> = HashMap::with_capacity(rows.len());
+        for r in &rows {
+            let c = chunk_of(r)?;
+            by_seq.insert(c.seq, c);
+        }
+        // In the order asked, missing ones left out, as the contract says.
+        Ok(seqs.iter().filter_map(|s| by_seq.remove(s)).collect())
+    }
+
+    fn chunk_count(&self) -> Result<u64> {
+        let mut c = self.client()?;
+        let n: i64 = c
+            .query_one("SELECT count(*) FROM chunks", &[])
+            .map_err(pg)?
+            .get(0);
+        Ok(n as u64)
+    }
+
+    fn for_each_chunk(
+        &self,
+        only: Option<&[u64]>,
+        f: &mut dyn FnMut(StoredChunk, Vec<f32>) -> Result<()>,
+    ) -> Result<u64> {
+        let mut c = self.client()?;
+        // One snapshot for the generation and every chunk read.
+        let mut tx = c
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(pg)?;
+        let generation: i64 = tx
+            .query_one("SELECT generation FROM counters WHERE id = 1", &[])
+            .map_err(pg)?
+            .get(0);
+        let visit = |rows: Vec<postgres::Row>,
+                     f: &mut dyn FnMut(StoredChunk, Vec<f32>) -> Result<()>|
+         -> Result<()> {
+            for r in rows {
+                let chunk = chunk_of(&r)?;
+                let v: Vector = r.get(3);
+                f(chunk, v.to_vec())?;
+            }
+            Ok(())
+        };
+        match only {
+            Some(seqs) => {
+                for part in seqs.chunks(STREAM_BATCH as usize) {
+                    let ids: Vec<i64> = part.iter().map(|&s| i64_of(s)).collect::<Result<_>>()?;
+                    let rows = tx
+                        .query(
+                            "SELECT seq, dv, body, embedding FROM chunks
+                             WHERE seq = ANY($1) ORDER BY seq",
+                            &[&ids],
+                        )
+                        .map_err(pg)?;
+                    visit(rows, f)?;
+                }
+            }
+            None => {
+                // Keyset pagination: each page is an index range scan, whatever the size.
+                let mut after: i64 = -1;
+                loop {
+                    let rows = tx
+                        .query(
+                            "SELECT seq, dv, body, embedding FROM chunks
+                             WHERE seq > $1 ORDER BY seq LIMIT $2",
+                            &[&after, &STREAM_BATCH],
+                        )
+                        .map_err(pg)?;
+                    let Some(last) = rows.last() else { break };
+                    after = last.get(0);
+                    let n = rows.len();
+                    visit(rows, f)?;
+                    if (n as i64) < STREAM_BATCH {
+                        break;
+                    }
+                }
+            }
+        }
+        tx.commit().map_err(pg)?;
+        Ok(generation as u64)
+    }
+
+    fn changes_since(&self, generation: u64) -> Result<Option<Vec<ChangeSet>>> {
+        let mut c = self.client()?;
+        let mut tx = c
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(pg)?;
+        let current: i64 = tx
+            .query_one("SELECT generation FROM counters WHERE id = 1", &[])
+            .map_err(pg)?
+            .get(0);
+        let from = i64_of(generation)?;
+        let rows = tx
+            .query(
+                "SELECT generation, body FROM changes
+                 WHERE generation > $1 AND generation <= $2 ORDER BY generation",
+                &[&from, &current],
+            )
+            .map_err(pg)?;
+        if rows.len() as i64 != (current - from).max(0) {
+            return Ok(None);
+        }
+        let out = rows
+            .iter()
+            .map(|r| serde_json::from_slice(r.get::<_, &[u8]>(1)).map_err(Error::from))
+            .collect::<Result<Vec<ChangeSet>>>()?;
+        tx.commit().map_err(pg)?;
+        Ok(Some(out))
+    }
+
+    fn principal(&self, id: &str) -> Result<Option<Principal>> {
+        let mut c = self.client()?;
+        match c
+            .query_opt("SELECT body FROM principals WHERE id = $1", &[&id])
+            .map_err(pg)?
+        {
+            Some(r) => Ok(Some(serde_json::from_slice(r.get::<_, &[u8]>(0))?)),
+            None => Ok(None),
+        }
+    }
+
+    fn principals(&self) -> Result<Vec<Principal>> {
+        let mut c = self.client()?;
+        c.query("SELECT body FROM principals ORDER BY id", &[])
+            .map_err(pg)?
+            .iter()
+            .map(|r| serde_json::from_slice(r.get::<_, &[u8]>(0)).map_err(Error::from))
+            .collect()
+    }
+
+    fn record_schema(&self, tenant: &str, table: &str) -> Result<Option<RecordSchema>> {
+        let mut c = self.client()?;
+        match c
+            .query_opt(
+                "SELECT body FROM record_schemas WHERE tenant = $1 AND tbl = $2",
+                &[&tenant, &table],
+            )
+            .map_err(pg)?
+        {
+            Some(r) => Ok(Some(serde_json::from_slice(r.get::<_, &[u8]>(0))?)),
+            None => Ok(None),
+        }
+    }
+
+    fn record(&self, tenant: &str, table: &str, key: &str) -> Result<Option<RecordRow>> {
+        let mut c = self.client()?;
+        match c
+            .query_opt(
+                "SELECT body FROM records WHERE tenant = $1 AND tbl = $2 AND key = $3",
+                &[&tenant, &table, &key],
+            )
+            .map_err(pg)?
+        {
+            Some(r) => Ok(Some(serde_json::from_slice(r.get::<_, &[u8]>(0))?)),
+            None => Ok(None),
+        }
+    }
+
+    fn record_counts(&self) -> Result<HashMap<(String, String), usize>> {
+        let mut c = self.client()?;
+        Ok(c.query(
+            "SELECT tenant, tbl, count(*) FROM records GROUP BY tenant, tbl",
+            &[],
+        )
+        .map_err(pg)?
+        .iter()
+        .map(|r| ((r.get(0), r.get(1)), r.get::<_, i64>(2) as usize))
+        .collect())
+    }
+
+    fn record_tables(&self) -> Result<Vec<(RecordSchema, Vec<RecordRow>)>> {
+        let mut c = self.client()?;
+        let mut tx = c
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(pg)?;
+        let mut out: Vec<(RecordSchema, Vec<RecordRow>)> = Vec::new();
+        let mut at: HashMap<(String, String), usize> = HashMap::new();
+        for r in tx
+            .query(
+                "SELECT tenant, tbl, body FROM record_schemas ORDER BY tenant, tbl",
+                &[],
+            )
+            .map_err(pg)?
+        {
+            at.insert((r.get(0), r.get(1)), out.len());
+            out.push((serde_json::from_slice(r.get::<_, &[u8]>(2))?, Vec::new()));
+        }
+        for r in tx
+            .query(
+                "SELECT tenant, tbl, body FROM records ORDER BY tenant, tbl, key",
+                &[],
+            )
+            .map_err(pg)?
+        {
+            if let Some(&i) = at.get(&(r.get(0), r.get(1))) {
+                out[i].1.push(serde_json::from_slice(r.get::<_, &[u8]>(2))?);
+            }
+        }
+        tx.commit().map_err(pg)?;
+        Ok(out)
+    }
+
+    fn decisions(&self) -> Result<Vec<Decision>> {
+        let mut c = self.client()?;
+        c.query("SELECT body FROM reviews ORDER BY tenant, id", &[])
+            .map_err(pg)?
+            .iter()
+            .map(|r| serde_json::from_slice(r.get::<_, &[u8]>(0)).map_err(Error::from))
+            .collect()
+    }
+
+    fn model_candidates(&self) -> Result<Vec<ModelCandidate>> {
+        let mut c = self.client()?;
+        c.query("SELECT body FROM model_candidates ORDER BY tenant, id", &[])
+            .map_err(pg)?
+            .iter()
+            .map(|r| serde_json::from_slice(r.get::<_, &[u8]>(0)).map_err(Error::from))
+            .collect()
+    }
+
+    fn commit(&self, batch: CommitBatch) -> Result<ChangeSet> {
+        let mut c = self.client()?;
+        let mut tx = c.transaction().map_err(pg)?;
+        let change = write_batch(&mut tx, batch)?;
+        tx.commit().map_err(pg)?;
+        Ok(change)
+    }
+
+    fn searches_vectors(&self) -> bool {
+        true
+    }
+
+    fn search_vectors(&self, q: &[f32], k: usize, admit: &Admit) -> Result<Option<Vec<Scored>>> {
+        if k == 0 || admit.is_empty() {
+            return Ok(Some(Vec::new()));
+        }
+        let dvs: Vec<i32> = admit.ordinals().map(|o| o as i32).collect();
+        let limit = k as i64;
+        let ef = (k.max(40) as i64).min(1000);
+        let mut c = self.client()?;
+        let mut tx = c.transaction().map_err(pg)?;
+        // The admission set is applied inside the HNSW scan: with iterative scans the
+        // index keeps walking until `k` admitted rows are found (or the tuple bound is
+        // reached), so the top-k is cut from admitted rows only — never post-filtered.
+        tx.batch_execute(&format!(
+            "SET LOCAL hnsw.iterative_scan = relaxed_order;
+             SET LOCAL hnsw.ef_search = {ef};
+             SET LOCAL hnsw.max_scan_tuples = {MAX_SCAN_TUPLES};"
+        ))
+        .map_err(pg)?;
+        let rows = tx
+            .query(
+                "SELECT seq, (embedding <#> $1) AS d FROM chunks
+                 WHERE dv = ANY($2) ORDER BY embedding <#> $1 LIMIT $3",
+                &[&Vector::from(q.to_vec()), &dvs, &limit],
+            )
+            .map_err(pg)?;
+        tx.commit().map_err(pg)?;
+        let mut out: Vec<Scored> = rows
+            .iter()
+            .map(|r| Scored {
+                seq: r.get::<_, i64>(0) as u64,
+                // `<#>` is the negative inner product; vectors are unit length.
+                score: -(r.get::<_, f64>(1) as f32),
+            })
+            .collect();
+        // relaxed_order may return near-ties out of order.
+        out.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.seq.cmp(&b.seq)));
+        Ok(Some(out))
+    }
+}
+
+/// Writes one batch inside `tx`, with the embedded catalog's semantics.
+fn write_batch(tx: &mut Transaction, batch: CommitBatch) -> Result<ChangeSet> {
+    let tenants = tenants_touched(&batch);
+    let row = tx
+        .query_one(
+            "SELECT generation, next_seq, next_dv FROM counters WHERE id = 1 FOR UPDATE",
+            &[],
+        )
+        .map_err(pg)?;
+    let (generation, mut next_seq, mut next_dv): (i64, i64, i64) =
+        (row.get::<_, i64>(0) + 1, row.get(1), row.get(2));
+    let mut change = ChangeSet {
+        generation: generation as u64,
+        tenants,
+        ..ChangeSet::default()
+    };
+
+    let remove_doc = |tx: &mut Transaction,
+                      tenant: &str,
+                      doc_id: &str,
+                      version: Option<&str>,
+                      change: &mut ChangeSet|
+     -> Result<bool> {
+        let rows = tx
+            .query(
+                "DELETE FROM docs WHERE tenant = $1 AND doc_id = $2
+                 AND ($3::text IS NULL OR version = $3) RETURNING body",
+                &[&tenant, &doc_id, &version],
+            )
+            .map_err(pg)?;
+        let mut seqs = Vec::new();
+        for r in &rows {
+            let old = doc_of(r.get(0))?;
+            seqs.extend(old.seqs.iter().map(|&s| s as i64));
+            change.removed.extend(old.seqs);
+        }
+        if !seqs.is_empty() {
+            tx.execute("DELETE FROM chunks WHERE seq = ANY($1)", &[&seqs])
+                .map_err(pg)?;
+        }
+        Ok(!rows.is_empty())
+    };
+
+    for (tenant, doc_id, version) in &batch.deletes {
+        if !remove_doc(tx, tenant, doc_id, version.as_deref(), &mut change)? {
+            return Err(Error::NotFound(format!(
+                "no document {doc_id}{} in tenant {tenant}",
+                version
+                    .as_ref()
+                    .map(|v| format!("@{v}"))
+                    .unwrap_or_default()
+            )));
+        }
+    }
+
+    let insert_chunk = tx
+        .prepare("INSERT INTO chunks (seq, dv, body, embedding) VALUES ($1, $2, $3, $4)")
+        .map_err(pg)?;
+    for doc in batch.documents {
+        if doc.chunks.len() != doc.vectors.len() {
+            return Err(Error::Invalid(format!(
+                "document {}@{}: {} chunks but {} vectors",
+                doc.meta.doc_id,
+                doc.meta.version,
+                doc.chunks.len(),
+                doc.vectors.len()
+            )));
+        }
+        remove_doc(
+            tx,
+            &doc.meta.tenant,
+            &doc.meta.doc_id,
+            Some(&doc.meta.version),
+            &mut change,
+        )?;
+        let dv = u32::try_from(next_dv)
+            .map_err(|_| Error::Invalid("document-version ordinals exhausted".into()))?;
+        next_dv += 1;
+        let mut seqs = Vec::with_capacity(doc.chunks.len());
+        for (chunk, v) in doc.chunks.into_iter().zip(doc.vectors) {
+            let seq = next_seq as u64;
+            next_seq += 1;
+            let stored = StoredChunk { seq, dv, chunk };
+            tx.execute(
+                &insert_chunk,
+                &[
+                    &(seq as i64),
+                    &(dv as i32),
+                    &serde_json::to_vec(&stored)?,
+                    &Vector::from(v),
+                ],
+            )
+            .map_err(pg)?;
+            seqs.push(seq);
+            change.added.push(seq);
+        }
+        let entry = DocEntry {
+            meta: doc.meta,
+            dv,
+            seqs,
+        };
+        tx.execute(
+            "INSERT INTO docs (tenant, doc_id, version, dv, body) VALUES ($1, $2, $3, $4, $5)",
+            &[
+                &entry.meta.tenant,
+                &entry.meta.doc_id,
+                &entry.meta.version,
+                &(dv as i32),
+                &serde_json::to_vec(&entry)?,
+            ],
+        )
+        .map_err(pg)?;
+    }
+
+    for (schema, rows) in batch.tables {
+        tx.execute(
+            "DELETE FROM records WHERE tenant = $1 AND tbl = $2",
+            &[&schema.tenant, &schema.table],
+        )
+        .map_err(pg)?;
+        let insert = tx
+            .prepare("INSERT INTO records (tenant, tbl, key, body) VALUES ($1, $2, $3, $4)")
+            .map_err(pg)?;
+        for r in rows {
+            tx.execute(
+                &insert,
+                &[
+                    &schema.tenant,
+                    &schema.table,
+                    &r.key,
+                    &serde_json::to_vec(&r)?,
+                ],
+            )
+            .map_err(pg)?;
+        }
+        tx.execute(
+            "INSERT INTO record_schemas (tenant, tbl, body) VALUES ($1, $2, $3)
+             ON CONFLICT (tenant, tbl) DO UPDATE SET body = EXCLUDED.body",
+            &[&schema.tenant, &schema.table, &serde_json::to_vec(&schema)?],
+        )
+        .map_err(pg)?;
+    }
+    for p in batch.principals {
+        tx.execute(
+            "INSERT INTO principals (id, tenant, body) VALUES ($1, $2, $3)
+             ON CONFLICT (id) DO UPDATE SET tenant = EXCLUDED.tenant, body = EXCLUDED.body",
+            &[&p.id, &p.tenant, &serde_json::to_vec(&p)?],
+        )
+        .map_err(pg)?;
+    }
+    for d in batch.decisions {
+        tx.execute(
+            "INSERT INTO reviews (tenant, id, body) VALUES ($1, $2, $3)
+             ON CONFLICT (tenant, id) DO UPDATE SET body = EXCLUDED.body",
+            &[&d.tenant, &d.id, &serde_json::to_vec(&d)?],
+        )
+        .map_err(pg)?;
+    }
+    for m in batch.candidates {
+        tx.execute(
+            "INSERT INTO model_candidates (tenant, id, body) VALUES ($1, $2, $3)
+             ON CONFLICT (tenant, id) DO UPDATE SET body = EXCLUDED.body",
+            &[&m.tenant, &m.id, &serde_json::to_vec(&m)?],
+        )
+        .map_err(pg)?;
+    }
+
+    tx.execute(
+        "UPDATE counters SET generation = $1, next_seq = $2, next_dv = $3 WHERE id = 1",
+        &[&generation, &next_seq, &next_dv],
+    )
+    .map_err(pg)?;
+    tx.execute(
+        "INSERT INTO changes (generation, body) VALUES ($1, $2)",
+        &[&generation, &serde_json::to_vec(&change)?],
+    )
+    .map_err(pg)?;
+    Ok(change)
+}
