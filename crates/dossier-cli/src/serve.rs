@@ -77,6 +77,10 @@ pub struct ServeArgs {
     /// the server stops regardless, in milliseconds.
     #[arg(long, default_value_t = 20_000)]
     drain_ms: u64,
+    /// With a shared (PostgreSQL) store: how often to look for commits made by other
+    /// replicas or the CLI, in milliseconds.
+    #[arg(long, default_value_t = 200)]
+    follow_ms: u64,
 }
 
 pub fn run(engine: Engine, args: &ServeArgs) -> Result<ExitCode> {
@@ -106,6 +110,7 @@ pub fn run(engine: Engine, args: &ServeArgs) -> Result<ExitCode> {
         uploads_dir: args.uploads.clone(),
         access_log: !args.quiet,
         drain_timeout: Duration::from_millis(args.drain_ms),
+        follow_interval: Duration::from_millis(args.follow_ms.max(10)),
     };
     // Kept alive for as long as the server runs (a local model server stops with it).
     let llm = crate::ask::Llm::connect(&args.llm, &args.llm_model)?;

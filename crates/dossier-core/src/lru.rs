@@ -96,11 +96,36 @@ impl<K: Hash + Eq, V: Clone> Lru<K, V> {
         self.entries.clear();
         self.by_use.clear();
     }
+
+    /// Keeps only the entries whose key passes `keep`; returns how many were dropped.
+    pub fn retain(&mut self, mut keep: impl FnMut(&K) -> bool) -> usize {
+        let before = self.entries.len();
+        self.entries.retain(|k, _| keep(k));
+        let entries = &self.entries;
+        self.by_use.retain(|_, k| entries.contains_key(&**k));
+        before - self.entries.len()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retain_drops_exactly_the_rejected_keys_and_keeps_the_use_order() {
+        let mut l = Lru::new(3);
+        l.insert("a1", 1);
+        l.insert("b1", 2);
+        l.insert("a2", 3);
+        assert_eq!(l.retain(|k| !k.starts_with('a')), 2);
+        assert_eq!(l.len(), 1);
+        assert_eq!(l.get(&"a1"), None);
+        l.insert("c", 4);
+        l.insert("d", 5);
+        l.insert("e", 6); // b1 is the oldest left
+        assert_eq!(l.get(&"b1"), None);
+        assert_eq!(l.len(), 3);
+    }
 
     #[test]
     fn drops_the_least_recently_used() {

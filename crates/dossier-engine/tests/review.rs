@@ -14,7 +14,7 @@ fn scenarios() -> PathBuf {
 
 fn open(dir: &Path) -> Engine {
     Engine::with_embedder(
-        dir,
+        dossier_engine::dossier_store::testing::location(dir),
         "hash:64",
         Box::new(dossier_embed::HashEmbedder::new(64)),
     )

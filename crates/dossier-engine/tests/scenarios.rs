@@ -16,8 +16,11 @@ fn engine() -> &'static Engine {
     &ENGINE
         .get_or_init(|| {
             let dir = tempfile::tempdir().unwrap();
-            let engine =
-                Engine::open(dir.path(), "e5").expect("e5 model (run scripts/setup-models)");
+            let engine = Engine::open(
+                dossier_engine::dossier_store::testing::location(dir.path()),
+                "e5",
+            )
+            .expect("e5 model (run scripts/setup-models)");
             let report = engine
                 .ingest(&[shared().join("shop"), shared().join("acme")], &mut ())
                 .unwrap();

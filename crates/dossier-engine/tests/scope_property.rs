@@ -76,7 +76,7 @@ proptest! {
         }
         let principals = "principals:\n  - {id: p0, tenant: t0, groups: []}\n  - {id: p1, tenant: t0, groups: [red]}\n  - {id: p2, tenant: t0, groups: [blue, green]}\n  - {id: p3, tenant: t1, groups: []}\n  - {id: p4, tenant: t1, groups: [red, blue]}\n  - {id: p5, tenant: t1, groups: [green]}\n";
         std::fs::write(src.join("principals.yaml"), principals).unwrap();
-        let engine = Engine::with_embedder(&dir.path().join("store"), "hash:32", Box::new(dossier_embed::HashEmbedder::new(32))).unwrap();
+        let engine = Engine::with_embedder(dossier_engine::dossier_store::testing::location(&dir.path().join("store")), "hash:32", Box::new(dossier_embed::HashEmbedder::new(32))).unwrap();
         let report = engine.ingest(&[src], &mut ()).unwrap();
         prop_assert!(report.problems.is_empty(), "{:?}", report.problems);
 

@@ -164,7 +164,7 @@ pub async fn put_principal(
         Ok(PrincipalOut::from(p))
     })
     .await;
-    state.cache.invalidate_all();
+    state.cache.invalidate_tenant(&caller.tenant);
     Ok(Json(out?))
 }
 

@@ -2,17 +2,20 @@
 //! used dropped first.
 //!
 //! **Invariant:** a key holds the caller's whole scope (principal, tenant, groups, the
-//! date versions are judged at) and the catalog generation, so an entry is never served
-//! to another scope nor after a commit; every commit also empties the cache. The cache
-//! keeps to the newest generation it has seen: a key of a newer generation empties it
-//! (nothing older can be asked for again once the catalog moved on), and an answer
-//! computed at an older one is not kept.
+//! date versions are judged at) and the generation of the caller's tenant (the last
+//! commit that touched it), so an entry is never served to another scope nor after a
+//! commit that changed its tenant; every commit the server makes also drops the
+//! entries of the tenants it wrote. The cache keeps, per tenant, to the newest
+//! generation it has seen: a key of a newer one drops that tenant's entries, and an
+//! answer computed at an older one is not kept. A commit in one tenant leaves every
+//! other tenant's answers alone.
 //!
 //! An answer shaped by load or by a passing failure is not kept either (see
 //! [`keepable`]): a search answered by its BM25 fallback past the deadline, an ask
 //! whose wall budget ran out or whose tools timed out or failed. Served again from the
 //! cache it would outlive the moment that made it partial.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use dossier_core::lru::Lru;
@@ -26,7 +29,7 @@ pub struct CacheKey {
     pub principal: String,
     pub tenant: String,
     pub groups: Vec<String>,
-    /// The catalog generation the answer was computed at.
+    /// The generation of `tenant` the answer was computed at.
     pub generation: u64,
     /// The request with every default filled in, as canonical JSON.
     pub request: String,
@@ -34,19 +37,21 @@ pub struct CacheKey {
 
 struct Inner {
     answers: Lru<CacheKey, Arc<Value>>,
-    /// The newest catalog generation seen in a key.
-    generation: u64,
+    /// The newest generation seen in a key, per tenant.
+    generations: HashMap<String, u64>,
 }
 
 impl Inner {
-    /// Moves to `generation` if it is newer (emptying the cache); false when it is
-    /// older than the cache's.
-    fn at_generation(&mut self, generation: u64) -> bool {
-        if generation > self.generation {
-            self.answers.clear();
-            self.generation = generation;
+    /// Moves `tenant` to `generation` if it is newer (dropping the tenant's entries);
+    /// false when it is older than the newest seen.
+    fn at_generation(&mut self, tenant: &str, generation: u64) -> bool {
+        let newest = self.generations.get(tenant).copied().unwrap_or(0);
+        if generation > newest {
+            self.answers.retain(|k| k.tenant != tenant);
+            self.generations.insert(tenant.to_string(), generation);
+            return true;
         }
-        generation == self.generation
+        generation == newest
     }
 }
 
@@ -63,7 +68,7 @@ impl Cache {
             capacity,
             inner: Mutex::new(Inner {
                 answers: Lru::new(capacity),
-                generation: 0,
+                generations: HashMap::new(),
             }),
         }
     }
@@ -93,7 +98,7 @@ impl Cache {
             return None;
         }
         let mut inner = self.lock();
-        if !inner.at_generation(key.generation) {
+        if !inner.at_generation(&key.tenant, key.generation) {
             return None;
         }
         inner.answers.get(key)
@@ -108,15 +113,20 @@ impl Cache {
             return;
         }
         let mut inner = self.lock();
-        if !inner.at_generation(key.generation) {
+        if !inner.at_generation(&key.tenant, key.generation) {
             return;
         }
         inner.answers.insert(key, value);
     }
 
-    /// Drops every entry (called after every commit the server makes).
+    /// Drops every entry.
     pub fn invalidate_all(&self) {
         self.lock().answers.clear();
+    }
+
+    /// Drops the entries of `tenant` (called after every commit the server makes in it).
+    pub fn invalidate_tenant(&self, tenant: &str) {
+        self.lock().answers.retain(|k| k.tenant != tenant);
     }
 }
 

@@ -293,7 +293,7 @@ async fn ingest_upload(
     .await;
     // Whatever was committed (even by a failed ingest) must not be answered from the
     // cache.
-    state.cache.invalidate_all();
+    state.cache.invalidate_tenant(&caller.tenant);
     report
 }
 
@@ -357,7 +357,7 @@ async fn delete_spec(
         engine.delete(&spec, Some(&tenant)).map_err(Failure::from)
     })
     .await;
-    state.cache.invalidate_all();
+    state.cache.invalidate_tenant(&caller.tenant);
     Ok(Json(DeleteResult { removed: removed? }))
 }
 
@@ -436,7 +436,7 @@ pub async fn start_ingest_job(
     tokio::task::spawn_blocking(move || {
         let _permit = permit;
         let outcome = engine.ingest_for_tenant(&paths, &tenant, &mut job);
-        cache.invalidate_all();
+        cache.invalidate_tenant(&tenant);
         match outcome {
             Ok(report) => {
                 let report = relative_problems(report, &dir);

@@ -78,6 +78,10 @@ pub struct ServerConfig {
     /// the server stops regardless (a commit is one transaction, so nothing half-done
     /// is kept: an unfinished job is reported failed on the next start's job list).
     pub drain_timeout: std::time::Duration,
+    /// With a shared store: how often this replica looks for commits made elsewhere
+    /// (another replica, the CLI). A commit is served within about this long plus the
+    /// time to replay it.
+    pub follow_interval: std::time::Duration,
 }
 
 impl Default for ServerConfig {
@@ -89,6 +93,7 @@ impl Default for ServerConfig {
             uploads_dir: None,
             access_log: false,
             drain_timeout: std::time::Duration::from_secs(20),
+            follow_interval: std::time::Duration::from_millis(200),
         }
     }
 }
@@ -215,6 +220,7 @@ pub async fn serve_on(
 ) -> std::io::Result<()> {
     request_id::set_access_log(state.config.access_log);
     let hup = reload_on_hangup(state.keys.clone());
+    let follower = follow_commits(&state);
     let stopping = state.stopping.clone();
     let jobs = state.jobs.clone();
     let drain = state.config.drain_timeout;
@@ -257,7 +263,37 @@ pub async fn serve_on(
     if let Some(h) = hup {
         h.abort();
     }
+    if let Some(f) = follower {
+        f.abort();
+    }
     result
+}
+
+/// With a shared store, replays commits made elsewhere every `follow_interval`, so this
+/// replica's indexes, view and tenant generations (which key the graph and answer
+/// caches) follow the database. Nothing to do for an embedded store: only this process
+/// writes it.
+fn follow_commits(state: &AppState) -> Option<tokio::task::JoinHandle<()>> {
+    if !state.engine.store().location().is_shared() {
+        return None;
+    }
+    let engine = state.engine.clone();
+    let every = state.config.follow_interval;
+    Some(tokio::spawn(async move {
+        let mut failing = false;
+        loop {
+            tokio::time::sleep(every).await;
+            let e = engine.clone();
+            match tokio::task::spawn_blocking(move || e.store().refresh()).await {
+                Ok(Ok(_)) => failing = false,
+                Ok(Err(err)) if !failing => {
+                    failing = true;
+                    eprintln!("dossier-server: cannot follow the shared store: {err}");
+                }
+                _ => {}
+            }
+        }
+    }))
 }
 
 #[cfg(unix)]

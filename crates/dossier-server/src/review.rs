@@ -187,7 +187,7 @@ async fn decide(
             .map_err(Failure::from)
     })
     .await;
-    state.cache.invalidate_all();
+    state.cache.invalidate_tenant(&caller.tenant);
     Ok(Json(d?))
 }
 

@@ -101,9 +101,19 @@ pub struct DateQuery {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Health {
     pub status: String,
-    /// `readyz` only: the catalog generation the store serves.
+    /// `readyz` only: the catalog generation the store holds (the database's, for a
+    /// shared store).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub catalog_generation: Option<u64>,
+    /// `readyz` only: the generation this process serves (its indexes and view).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served_generation: Option<u64>,
+    /// `readyz` only: commits made elsewhere that this replica has not replayed yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub behind: Option<u64>,
+    /// `readyz` only: `embedded`, or `postgres` with the server's version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
 }
 
 fn today() -> NaiveDate {
@@ -134,6 +144,13 @@ fn generation(engine: &Engine) -> Result<u64, Failure> {
         .catalog()
         .generation()
         .map_err(|e| Failure::from(dossier_engine::Error::from(e)))
+}
+
+/// The generation of `tenant` this process serves: what its cached answers are keyed
+/// by. Read from the published snapshot (no I/O), so a commit another replica made
+/// counts once this one has replayed it.
+fn tenant_generation(engine: &Engine, tenant: &str) -> u64 {
+    engine.store().snapshot().tenant_generation(tenant)
 }
 
 fn cache_key(
@@ -218,6 +235,9 @@ pub async fn healthz() -> Json<Health> {
     Json(Health {
         status: "ok".into(),
         catalog_generation: None,
+        served_generation: None,
+        behind: None,
+        backend: None,
     })
 }
 
@@ -230,10 +250,25 @@ pub async fn readyz(
     rid: RequestId,
 ) -> Result<Json<Health>, ApiError> {
     let engine = state.engine.clone();
-    let generation = blocking(&rid, move || generation(&engine)).await?;
+    let (generation, backend) = blocking(&rid, move || {
+        let backend = match engine.store().shared() {
+            Some(pg) => format!(
+                "postgres {}",
+                pg.ping()
+                    .map_err(|e| Failure::from(dossier_engine::Error::from(e)))?
+            ),
+            None => "embedded".into(),
+        };
+        Ok((generation(&engine)?, backend))
+    })
+    .await?;
+    let served = state.engine.store().snapshot().generation;
     Ok(Json(Health {
         status: "ready".into(),
         catalog_generation: Some(generation),
+        served_generation: Some(served),
+        behind: Some(generation.saturating_sub(served)),
+        backend: Some(backend),
     }))
 }
 
@@ -281,8 +316,7 @@ pub async fn search(
         now: b.now.unwrap_or_else(today),
         as_of: b.as_of,
     };
-    let engine = state.engine.clone();
-    let generation = blocking(&rid, move || generation(&engine)).await?;
+    let generation = tenant_generation(&state.engine, &caller.tenant);
     let key = cache_key(
         &caller,
         "search",
@@ -445,8 +479,7 @@ pub(crate) async fn run_ask(
     within(&rid, "question", &req.question, MAX_QUESTION_CHARS)?;
     req.principal = caller.principal.clone();
     let question = req.question.clone();
-    let engine = state.engine.clone();
-    let generation = blocking(&rid, move || generation(&engine)).await?;
+    let generation = tenant_generation(&state.engine, &caller.tenant);
     let key = cache_key(
         caller,
         "ask",

@@ -569,20 +569,24 @@ async fn shutdown_refuses_new_writes_and_waits_for_running_jobs() {
     assert_eq!(state.jobs.running(), 0);
     let job = state.jobs.get("shop", &id).unwrap();
     assert_eq!(job.status, "succeeded", "{job:?}");
-    let scope = state
-        .engine
-        .scope(
-            "zhang",
-            chrono::NaiveDate::from_ymd_opt(2026, 11, 30).unwrap(),
-        )
-        .unwrap();
-    let landed = state
-        .engine
-        .documents_visible(&scope, None)
-        .unwrap()
-        .iter()
-        .filter(|d| d.doc_id.starts_with("late-"))
-        .count();
+    // The engine blocks: read it off the async runtime, as the server does.
+    let engine = state.engine.clone();
+    let landed = tokio::task::spawn_blocking(move || {
+        let scope = engine
+            .scope(
+                "zhang",
+                chrono::NaiveDate::from_ymd_opt(2026, 11, 30).unwrap(),
+            )
+            .unwrap();
+        engine
+            .documents_visible(&scope, None)
+            .unwrap()
+            .iter()
+            .filter(|d| d.doc_id.starts_with("late-"))
+            .count()
+    })
+    .await
+    .unwrap();
     assert_eq!(landed, 300);
 
     // Once stopping, writes are refused with 503 and a Retry-After.

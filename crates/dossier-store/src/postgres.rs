@@ -46,7 +46,8 @@ const MAX_SCAN_TUPLES: i64 = 200_000;
 
 /// A catalog in a PostgreSQL database.
 pub struct PgCatalog {
-    pool: Pool,
+    /// Always `Some` until dropped (see `Drop`).
+    pool: Option<Pool>,
     /// The URL with any password removed, for messages.
     shown: String,
 }
@@ -84,7 +85,10 @@ impl PgCatalog {
             .connection_timeout(CONNECTION_WAIT)
             .build(manager)
             .map_err(|e| Error::Catalog(format!("cannot connect to {shown}: {e}")))?;
-        let catalog = PgCatalog { pool, shown };
+        let catalog = PgCatalog {
+            pool: Some(pool),
+            shown,
+        };
         catalog.migrate()?;
         Ok(catalog)
     }
@@ -96,6 +100,8 @@ impl PgCatalog {
 
     fn client(&self) -> Result<r2d2::PooledConnection<PostgresConnectionManager<NoTls>>> {
         self.pool
+            .as_ref()
+            .expect("the pool lives as long as the catalog")
             .get()
             .map_err(|e| Error::Catalog(format!("{}: {e}", self.shown)))
     }
@@ -182,6 +188,18 @@ impl PgCatalog {
         let mut c = self.client()?;
         let row = c.query_one("SHOW server_version", &[]).map_err(pg)?;
         Ok(row.get(0))
+    }
+}
+
+/// The `postgres` client closes a connection by blocking on its own runtime, which
+/// panics on a thread that drives async tasks — and the last owner of a store may well
+/// be an async task (a server's background job, a test). So the pool is closed on a
+/// plain thread of its own.
+impl Drop for PgCatalog {
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.take() {
+            let _ = std::thread::spawn(move || drop(pool)).join();
+        }
     }
 }
 

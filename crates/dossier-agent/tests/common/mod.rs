@@ -25,7 +25,8 @@ pub fn cases() -> Vec<Value> {
 }
 
 pub fn open_scenarios(dir: &std::path::Path) -> Engine {
-    let engine = Engine::open(dir, "e5").expect("e5 model (run scripts/setup-models)");
+    let engine = Engine::open(dossier_engine::dossier_store::testing::location(dir), "e5")
+        .expect("e5 model (run scripts/setup-models)");
     let r = engine
         .ingest(&[shared().join("shop"), shared().join("acme")], &mut ())
         .unwrap();

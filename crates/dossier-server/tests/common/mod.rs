@@ -36,15 +36,22 @@ pub fn fresh_engine() -> (TempDir, Arc<Engine>) {
 /// A store at `store` with the 64-dimension hash embedder and `paths` ingested, which
 /// must ingest without a problem.
 pub fn hash_engine(store: &Path, paths: &[PathBuf]) -> Engine {
-    let engine = Engine::with_embedder(
-        store,
-        "hash:64",
-        Box::new(dossier_embed::HashEmbedder::new(64)),
-    )
-    .unwrap();
-    let report = engine.ingest(paths, &mut ()).unwrap();
-    assert!(report.problems.is_empty(), "{:?}", report.problems);
-    engine
+    // The engine blocks (a shared store's database client even runs its own runtime),
+    // so it is built off any async runtime, as `dossier serve` builds it.
+    let (store, paths) = (store.to_path_buf(), paths.to_vec());
+    std::thread::spawn(move || {
+        let engine = Engine::with_embedder(
+            dossier_engine::dossier_store::testing::location(&store),
+            "hash:64",
+            Box::new(dossier_embed::HashEmbedder::new(64)),
+        )
+        .unwrap();
+        let report = engine.ingest(&paths, &mut ()).unwrap();
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        engine
+    })
+    .join()
+    .unwrap()
 }
 
 /// One engine for the whole test binary, for the tests that do not write (the store is
