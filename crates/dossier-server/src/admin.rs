@@ -179,7 +179,16 @@ pub async fn list_jobs(
     caller: Caller,
 ) -> Result<Json<Vec<JobInfo>>, ApiError> {
     caller.require_admin()?;
-    Ok(Json(state.jobs.list(&caller.tenant)))
+    let (jobs, engine, tenant) = (
+        state.jobs.clone(),
+        state.engine.clone(),
+        caller.tenant.clone(),
+    );
+    let list = blocking(&caller.request_id, move || {
+        Ok(jobs.list(engine.store().shared(), &tenant))
+    })
+    .await?;
+    Ok(Json(list))
 }
 
 #[utoipa::path(get, path = "/v1/jobs/{id}", tag = "jobs",
@@ -196,11 +205,17 @@ pub async fn get_job(
     Path(id): Path<String>,
 ) -> Result<Json<JobInfo>, ApiError> {
     caller.require_admin()?;
-    state
-        .jobs
-        .get(&caller.tenant, &id)
-        .map(Json)
-        .ok_or_else(|| ApiError::new(&caller.request_id, Failure::NotFound))
+    let (jobs, engine, tenant) = (
+        state.jobs.clone(),
+        state.engine.clone(),
+        caller.tenant.clone(),
+    );
+    blocking(&caller.request_id, move || {
+        jobs.get(engine.store().shared(), &tenant, &id)
+            .ok_or(Failure::NotFound)
+    })
+    .await
+    .map(Json)
 }
 
 #[utoipa::path(post, path = "/v1/jobs/reindex", tag = "jobs",
@@ -222,7 +237,7 @@ pub async fn start_reindex_job(
     let job = state.jobs.start(&caller.tenant, "reindex", &rid.0);
     let info = state
         .jobs
-        .get(&caller.tenant, job.id())
+        .get(None, &caller.tenant, job.id())
         .ok_or_else(|| ApiError::new(&rid, Failure::Internal("job vanished".into())))?;
     let engine = state.engine.clone();
     let cache = state.cache.clone();

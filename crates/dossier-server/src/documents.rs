@@ -428,7 +428,7 @@ pub async fn start_ingest_job(
     let mut job = state.jobs.start(&caller.tenant, "ingest", &rid.0);
     let info = state
         .jobs
-        .get(&caller.tenant, job.id())
+        .get(None, &caller.tenant, job.id())
         .ok_or_else(|| ApiError::new(&rid, Failure::Internal("job vanished".into())))?;
     let engine = state.engine.clone();
     let cache = state.cache.clone();

@@ -6,11 +6,17 @@
 //! invisible (404, like an unknown id) to every other tenant. Shutdown waits for running
 //! jobs ([`Jobs::wait_idle`]); each commit a job makes is one catalog transaction, so a
 //! job stopped by a crash leaves whole batches or nothing.
+//!
+//! With a shared store every replica's jobs are mirrored into the database
+//! ([`Jobs::sync`], run by the replica's follower loop, never on the async runtime):
+//! any replica shows any job of the caller's tenant, and a job whose replica stopped
+//! renewing its heartbeat (killed, partitioned) is reported failed by another.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use dossier_engine::dossier_store::postgres::PgCatalog;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -44,6 +50,8 @@ pub struct JobInfo {
 struct Job {
     tenant: String,
     info: JobInfo,
+    /// Changed since the last [`Jobs::sync`].
+    dirty: bool,
 }
 
 /// Every job since the server started.
@@ -53,7 +61,15 @@ pub struct Jobs {
     next: AtomicU64,
     running: AtomicU64,
     idle: tokio::sync::Notify,
+    /// Set when the store is shared: this replica's name in the jobs table.
+    owner: std::sync::OnceLock<String>,
 }
+
+/// A job whose replica has not renewed its heartbeat for this long is reported failed.
+pub const ABANDONED_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Most jobs a list shows.
+const LIST_LIMIT: i64 = 200;
 
 /// A running job's handle for reporting progress; dropping it without
 /// [`JobHandle::finish`] marks the job failed.
@@ -68,7 +84,11 @@ impl Jobs {
     /// from here until the handle is finished or dropped).
     pub fn start(self: &Arc<Self>, tenant: &str, kind: &str, request_id: &str) -> JobHandle {
         let n = self.next.fetch_add(1, Ordering::SeqCst) + 1;
-        let id = format!("job-{n}");
+        // Replicas of one store number their jobs apart.
+        let id = match self.owner.get() {
+            Some(owner) => format!("job-{}-{n}", &owner[..8]),
+            None => format!("job-{n}"),
+        };
         self.running.fetch_add(1, Ordering::SeqCst);
         let info = JobInfo {
             id: id.clone(),
@@ -88,6 +108,7 @@ impl Jobs {
             Job {
                 tenant: tenant.into(),
                 info,
+                dirty: true,
             },
         );
         JobHandle {
@@ -101,24 +122,97 @@ impl Jobs {
         self.jobs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The job `id` if it belongs to `tenant`.
-    pub fn get(&self, tenant: &str, id: &str) -> Option<JobInfo> {
-        self.lock()
-            .get(id)
-            .filter(|j| j.tenant == tenant)
-            .map(|j| j.info.clone())
+    /// Mirrors jobs into the shared store's database from now on, as `owner`.
+    pub fn share(&self, owner: String) {
+        let _ = self.owner.set(owner);
     }
 
-    /// The jobs of `tenant`, newest first.
-    pub fn list(&self, tenant: &str) -> Vec<JobInfo> {
+    /// The job `id` if it belongs to `tenant`: this replica's, or with a shared store
+    /// any replica's. Blocking (a database read): call it off the async runtime.
+    pub fn get(&self, shared: Option<&PgCatalog>, tenant: &str, id: &str) -> Option<JobInfo> {
+        let local = self
+            .lock()
+            .get(id)
+            .filter(|j| j.tenant == tenant)
+            .map(|j| j.info.clone());
+        if local.is_some() || self.owner.get().is_none() {
+            return local;
+        }
+        let body = shared?.job_get(tenant, id).ok().flatten()?;
+        serde_json::from_slice(&body).ok()
+    }
+
+    /// The jobs of `tenant`, newest first: this replica's, or with a shared store every
+    /// replica's (this replica's own state wins, being the freshest). Blocking.
+    pub fn list(&self, shared: Option<&PgCatalog>, tenant: &str) -> Vec<JobInfo> {
         let mut v: Vec<JobInfo> = self
             .lock()
             .values()
             .filter(|j| j.tenant == tenant)
             .map(|j| j.info.clone())
             .collect();
-        v.sort_by_key(|j| std::cmp::Reverse(j.id[4..].parse::<u64>().unwrap_or(0)));
+        if let (Some(_), Some(pg)) = (self.owner.get(), shared) {
+            for body in pg.job_list(tenant, LIST_LIMIT).unwrap_or_default() {
+                if let Ok(j) = serde_json::from_slice::<JobInfo>(&body) {
+                    if !v.iter().any(|l| l.id == j.id) {
+                        v.push(j);
+                    }
+                }
+            }
+        }
+        v.sort_by(|a, b| {
+            b.started_at
+                .cmp(&a.started_at)
+                .then_with(|| job_number(&b.id).cmp(&job_number(&a.id)))
+        });
+        v.truncate(LIST_LIMIT as usize);
         v
+    }
+
+    /// With a shared store: writes the jobs that changed (and renews the heartbeat of
+    /// those running), then reports failed the jobs of replicas that stopped. Blocking;
+    /// the follower loop calls it.
+    pub fn sync(&self, pg: &PgCatalog) -> Result<(), dossier_engine::dossier_store::Error> {
+        let Some(owner) = self.owner.get() else {
+            return Ok(());
+        };
+        let due: Vec<(String, String, JobInfo)> = {
+            let mut jobs = self.lock();
+            jobs.iter_mut()
+                .filter(|(_, j)| j.dirty || matches!(j.info.status.as_str(), "queued" | "running"))
+                .map(|(id, j)| {
+                    j.dirty = false;
+                    (id.clone(), j.tenant.clone(), j.info.clone())
+                })
+                .collect()
+        };
+        for (id, tenant, info) in due {
+            let body = serde_json::to_vec(&info).unwrap_or_default();
+            if let Err(e) = pg.job_save(&id, &tenant, owner, &info.status, &body) {
+                // Written again on the next sync.
+                if let Some(j) = self.lock().get_mut(&id) {
+                    j.dirty = true;
+                }
+                return Err(e);
+            }
+        }
+        pg.jobs_fail_abandoned(ABANDONED_AFTER, &|body| {
+            let mut info: JobInfo = match serde_json::from_slice(body) {
+                Ok(i) => i,
+                Err(_) => return body.to_vec(),
+            };
+            info.status = "failed".into();
+            info.finished_at = Some(chrono::Utc::now().to_rfc3339());
+            info.error = Some(format!(
+                "the replica running it stopped (no heartbeat for {} s) during `{}`; each \
+                 commit it made is whole and kept, nothing after it was written; send the \
+                 upload again to finish (documents already stored are skipped)",
+                ABANDONED_AFTER.as_secs(),
+                info.stage
+            ));
+            serde_json::to_vec(&info).unwrap_or_else(|_| body.to_vec())
+        })?;
+        Ok(())
     }
 
     /// How many jobs have not finished.
@@ -140,8 +234,17 @@ impl Jobs {
     fn update(&self, id: &str, f: impl FnOnce(&mut JobInfo)) {
         if let Some(j) = self.lock().get_mut(id) {
             f(&mut j.info);
+            j.dirty = true;
         }
     }
+}
+
+/// The number at the end of a job id, for ordering jobs started in the same instant.
+fn job_number(id: &str) -> u64 {
+    id.rsplit('-')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
 
 impl JobHandle {
@@ -224,14 +327,17 @@ mod tests {
         });
         a.stage("embedding", 10);
         a.advance(4);
-        assert_eq!(jobs.get("shop", "job-1").unwrap().done, 4);
-        assert!(jobs.get("acme", "job-1").is_none(), "another tenant's job");
+        assert_eq!(jobs.get(None, "shop", "job-1").unwrap().done, 4);
+        assert!(
+            jobs.get(None, "acme", "job-1").is_none(),
+            "another tenant's job"
+        );
         a.finish(Ok(Value::Null));
         tokio::task::yield_now().await;
         assert!(!waiter.is_finished(), "job-2 still runs");
         drop(b); // a handle dropped without finishing marks its job failed
         waiter.await.unwrap();
-        assert_eq!(jobs.get("shop", "job-2").unwrap().status, "failed");
-        assert_eq!(jobs.list("shop")[0].id, "job-2");
+        assert_eq!(jobs.get(None, "shop", "job-2").unwrap().status, "failed");
+        assert_eq!(jobs.list(None, "shop")[0].id, "job-2");
     }
 }

@@ -122,12 +122,16 @@ impl AppState {
     }
 
     pub fn with_config(engine: Arc<Engine>, keys: Arc<KeyStore>, config: ServerConfig) -> AppState {
+        let jobs = Jobs::default();
+        if engine.store().location().is_shared() {
+            jobs.share(replica_name());
+        }
         AppState {
             limits: Arc::new(Limits::new(config.limits.clone())),
             cache: Arc::new(Cache::new(config.cache_entries)),
             metrics: Arc::new(Metrics::new()),
             traces: Arc::new(TraceLog::new(config.trace_entries)),
-            jobs: Arc::new(Jobs::default()),
+            jobs: Arc::new(jobs),
             config: Arc::new(config),
             stopping: Arc::new(AtomicBool::new(false)),
             model: None,
@@ -221,6 +225,7 @@ pub async fn serve_on(
     request_id::set_access_log(state.config.access_log);
     let hup = reload_on_hangup(state.keys.clone());
     let follower = follow_commits(&state);
+    let (state_engine, state_jobs) = (state.engine.clone(), state.jobs.clone());
     let stopping = state.stopping.clone();
     let jobs = state.jobs.clone();
     let drain = state.config.drain_timeout;
@@ -266,7 +271,23 @@ pub async fn serve_on(
     if let Some(f) = follower {
         f.abort();
     }
+    // The jobs' last states reach the shared store before the replica goes.
+    let (engine, jobs) = (state_engine, state_jobs);
+    let _ = tokio::task::spawn_blocking(move || match engine.store().shared() {
+        Some(pg) => jobs.sync(pg),
+        None => Ok(()),
+    })
+    .await;
     result
+}
+
+/// A name for this replica in the shared jobs table: random per process (std's
+/// per-process random hash keys), with the process id for people reading the table.
+fn replica_name() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    format!("{:016x}-pid{}", h.finish(), std::process::id())
 }
 
 /// With a shared store, replays commits made elsewhere every `follow_interval`, so this
@@ -278,13 +299,21 @@ fn follow_commits(state: &AppState) -> Option<tokio::task::JoinHandle<()>> {
         return None;
     }
     let engine = state.engine.clone();
+    let jobs = state.jobs.clone();
     let every = state.config.follow_interval;
     Some(tokio::spawn(async move {
         let mut failing = false;
         loop {
             tokio::time::sleep(every).await;
-            let e = engine.clone();
-            match tokio::task::spawn_blocking(move || e.store().refresh()).await {
+            let (e, j) = (engine.clone(), jobs.clone());
+            let step = move || {
+                e.store().refresh()?;
+                match e.store().shared() {
+                    Some(pg) => j.sync(pg),
+                    None => Ok(()),
+                }
+            };
+            match tokio::task::spawn_blocking(step).await {
                 Ok(Ok(_)) => failing = false,
                 Ok(Err(err)) if !failing => {
                     failing = true;

@@ -567,7 +567,7 @@ async fn shutdown_refuses_new_writes_and_waits_for_running_jobs() {
     // Shutdown while the job runs: serve returns only after the job has ended.
     s.stop().await;
     assert_eq!(state.jobs.running(), 0);
-    let job = state.jobs.get("shop", &id).unwrap();
+    let job = state.jobs.get(None, "shop", &id).unwrap();
     assert_eq!(job.status, "succeeded", "{job:?}");
     // The engine blocks: read it off the async runtime, as the server does.
     let engine = state.engine.clone();

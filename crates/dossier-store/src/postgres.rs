@@ -183,6 +183,82 @@ impl PgCatalog {
         Ok(Some(out))
     }
 
+    /// Writes a job's state (`body`, the server's JSON of it) and renews its heartbeat.
+    pub fn job_save(
+        &self,
+        id: &str,
+        tenant: &str,
+        owner: &str,
+        status: &str,
+        body: &[u8],
+    ) -> Result<()> {
+        let mut c = self.client()?;
+        c.execute(
+            "INSERT INTO jobs (id, tenant, owner, status, body) VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, body = EXCLUDED.body,
+                 heartbeat_at = now()
+             WHERE jobs.owner = EXCLUDED.owner AND jobs.tenant = EXCLUDED.tenant",
+            &[&id, &tenant, &owner, &status, &body],
+        )
+        .map_err(pg)?;
+        Ok(())
+    }
+
+    /// A job of `tenant` by id (another tenant's reads as missing).
+    pub fn job_get(&self, tenant: &str, id: &str) -> Result<Option<Vec<u8>>> {
+        let mut c = self.client()?;
+        Ok(c.query_opt(
+            "SELECT body FROM jobs WHERE tenant = $1 AND id = $2",
+            &[&tenant, &id],
+        )
+        .map_err(pg)?
+        .map(|r| r.get(0)))
+    }
+
+    /// The newest `limit` jobs of `tenant`, newest first.
+    pub fn job_list(&self, tenant: &str, limit: i64) -> Result<Vec<Vec<u8>>> {
+        let mut c = self.client()?;
+        Ok(c.query(
+            "SELECT body FROM jobs WHERE tenant = $1 ORDER BY created_at DESC, id DESC LIMIT $2",
+            &[&tenant, &limit],
+        )
+        .map_err(pg)?
+        .iter()
+        .map(|r| r.get(0))
+        .collect())
+    }
+
+    /// Jobs still queued or running whose owner has not renewed their heartbeat for
+    /// `stale`: their replica stopped. `fail` rewrites each body as failed; each is
+    /// claimed row by row (`SKIP LOCKED`), so two replicas never report one twice.
+    pub fn jobs_fail_abandoned(
+        &self,
+        stale: Duration,
+        fail: &dyn Fn(&[u8]) -> Vec<u8>,
+    ) -> Result<usize> {
+        let mut c = self.client()?;
+        let mut tx = c.transaction().map_err(pg)?;
+        let secs = stale.as_secs_f64();
+        let rows = tx
+            .query(
+                "SELECT id, body FROM jobs WHERE status IN ('queued', 'running')
+                 AND heartbeat_at < now() - make_interval(secs => $1)
+                 FOR UPDATE SKIP LOCKED",
+                &[&secs],
+            )
+            .map_err(pg)?;
+        for r in &rows {
+            let id: &str = r.get(0);
+            tx.execute(
+                "UPDATE jobs SET status = 'failed', body = $2 WHERE id = $1",
+                &[&id, &fail(r.get(1))],
+            )
+            .map_err(pg)?;
+        }
+        tx.commit().map_err(pg)?;
+        Ok(rows.len())
+    }
+
     /// Whether the database answers, and its server version.
     pub fn ping(&self) -> Result<String> {
         let mut c = self.client()?;
