@@ -92,7 +92,7 @@ fn corpus(dir: &Path) {
 fn engine(dir: &Path) -> Engine {
     let data = dir.join("data");
     corpus(&data);
-    let e = Engine::open(&dir.join("store"), "e5").expect("e5 model (run scripts/setup-models)");
+    let e = Engine::open(dir.join("store"), "e5").expect("e5 model (run scripts/setup-models)");
     let r = e.ingest(&[data], &mut ()).unwrap();
     assert!(r.problems.is_empty(), "{:?}", r.problems);
     e

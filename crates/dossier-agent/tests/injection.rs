@@ -119,7 +119,7 @@ fn write_corpus(dir: &std::path::Path) {
 fn engine(dir: &std::path::Path) -> Engine {
     write_corpus(&dir.join("corpus"));
     let engine = Engine::with_embedder(
-        &dir.join("store"),
+        dir.join("store"),
         "hash:64",
         Box::new(dossier_embed::HashEmbedder::new(64)),
     )

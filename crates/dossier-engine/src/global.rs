@@ -4,10 +4,10 @@
 //! graph the scope may read, each with an extractive report whose lineage is the set
 //! of chunks supporting the community's internal edges. A report therefore never draws
 //! on a source the caller may not read (the "rebuilt for the visible subset" rule), and
-//! since views and their reports belong to one catalog generation, a commit or delete
-//! that removes or supersedes a source makes every report built from it stale: it is
-//! dropped with the view and rebuilt from the new view on next use, so no report keeps
-//! text from a deleted source.
+//! since views and their reports belong to one generation of their tenant, a commit or
+//! delete in the tenant that removes or supersedes a source makes every report built
+//! from it stale: it is dropped with the view and rebuilt from the new view on next use,
+//! so no report keeps text from a deleted source. Commits in other tenants leave them be.
 //!
 //! `global`: rank the reports against the query (BM25 over report text, fused with the
 //! mass of hybrid hits inside each report's lineage), then map-reduce: each top report

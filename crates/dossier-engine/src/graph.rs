@@ -51,9 +51,11 @@ pub(crate) struct TenantState {
     pub(crate) seq_chunk: HashMap<u64, (String, String)>,
     /// Record tables by name: schema and rows by key.
     tables: HashMap<String, (RecordSchema, HashMap<String, RecordRow>)>,
-    /// Views already computed from this graph, by scope, with the store's document
-    /// view they were judged against (kept alive, so that its address identifies it).
-    views: Mutex<HashMap<ScopeKey, (DocsViewRef, Arc<GraphView>)>>,
+    /// Views already computed from this graph, by scope. A graph belongs to one
+    /// generation of its tenant, and a view depends only on the tenant's documents,
+    /// records and principals (all of which move that generation), so a view stays
+    /// right for as long as its graph does — whatever other tenants commit.
+    views: Mutex<HashMap<ScopeKey, Arc<GraphView>>>,
     /// Community reports by view (keyed by the view's address; the view is kept alive).
     pub(crate) reports: Mutex<ReportCache>,
 }
@@ -62,14 +64,9 @@ pub(crate) type ReportCache = HashMap<usize, (Arc<GraphView>, Arc<ReportSet>)>;
 
 /// What a view depends on beside the graph: principal (record owners), groups, date.
 type ScopeKey = (String, Vec<String>, chrono::NaiveDate);
-type DocsViewRef = Arc<dyn std::any::Any + Send + Sync>;
 
 /// Distinct scopes whose views one tenant graph keeps.
 const VIEW_CACHE_SIZE: usize = 256;
-
-fn same(a: &DocsViewRef, b: &DocsViewRef) -> bool {
-    std::ptr::eq(Arc::as_ptr(a) as *const (), Arc::as_ptr(b) as *const ())
-}
 
 /// A node as graph results show it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -354,24 +351,21 @@ impl Engine {
         Ok(self.scoped_graph(scope)?.1)
     }
 
-    /// The tenant graph and the scope's view of it, cached by scope for as long as both
-    /// the graph's generation and the store's document view stay the same.
+    /// The tenant graph and the scope's view of it, cached by scope for as long as the
+    /// tenant's generation stays the same.
     pub(crate) fn scoped_graph(&self, scope: &Scope) -> Result<(Arc<TenantState>, Arc<GraphView>)> {
         let state = self.tenant_graph(scope.tenant())?;
         let docs = self.store.view();
-        let docs_ref: DocsViewRef = docs.clone();
         let mut groups = scope.groups().to_vec();
         groups.sort();
         let key = (scope.principal_id().to_string(), groups, scope.at());
-        if let Some((d, v)) = state
+        if let Some(v) = state
             .views
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&key)
         {
-            if same(d, &docs_ref) {
-                return Ok((state.clone(), v.clone()));
-            }
+            return Ok((state.clone(), v.clone()));
         }
         let may_read = |p: &Provenance| -> bool {
             if p.tenant != scope.tenant() {
@@ -395,7 +389,7 @@ impl Engine {
             if views.len() >= VIEW_CACHE_SIZE {
                 views.clear();
             }
-            views.insert(key, (docs_ref, view.clone()));
+            views.insert(key, view.clone());
         }
         Ok((state, view))
     }

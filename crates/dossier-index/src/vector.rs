@@ -8,16 +8,18 @@
 //! filters never cost recall.
 //!
 //! Rows are never removed in place: a deleted chunk's document-version ordinal stops
-//! being admitted, and a rebuild drops it.
+//! being admitted, and a rebuild drops it. The index therefore only ever grows, and its
+//! file is a base plus an append-only log of what each save added (`vector/persist.rs`).
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
-use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::Path;
 
 use rand::{Rng, SeedableRng};
 
 use crate::{Admit, Error, Result, Scored};
+
+mod persist;
 
 #[inline]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
@@ -205,7 +207,7 @@ impl Default for HnswParams {
 }
 
 /// An HNSW graph over [`Rows`].
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct HnswIndex {
     params: HnswParams,
     rows: Rows,
@@ -213,9 +215,27 @@ pub struct HnswIndex {
     links: Vec<Vec<Vec<u32>>>,
     entry: Option<u32>,
     rng: rand::rngs::StdRng,
+    /// What the last save or load left on disk, and which nodes changed since: lets
+    /// [`HnswIndex::save`] append only the change. Behind a lock so that `save` can
+    /// stay `&self`; only `save` takes it, `add` reaches it through `&mut self`.
+    persist: parking_lot::Mutex<persist::Persist>,
 }
 
-const MAGIC: &[u8; 8] = b"DHNSW001";
+impl Clone for HnswIndex {
+    /// A copy starts with no file of its own: were it to share the original's record
+    /// of what is on disk, the two could append to one log without knowing of each
+    /// other, so its first save writes a whole base.
+    fn clone(&self) -> Self {
+        HnswIndex {
+            params: self.params,
+            rows: self.rows.clone(),
+            links: self.links.clone(),
+            entry: self.entry,
+            rng: self.rng.clone(),
+            persist: Default::default(),
+        }
+    }
+}
 
 impl HnswIndex {
     pub fn new(dim: usize, params: HnswParams) -> HnswIndex {
@@ -225,6 +245,7 @@ impl HnswIndex {
             links: Vec::new(),
             entry: None,
             rng: rand::rngs::StdRng::seed_from_u64(params.seed),
+            persist: Default::default(),
         }
     }
 
@@ -322,6 +343,8 @@ impl HnswIndex {
                 if list.len() > max_links {
                     self.prune(n, layer, max_links);
                 }
+                // An already saved node's list changed: the next save must log it.
+                self.persist.get_mut().touch(n);
             }
             self.links[node as usize][layer] = chosen;
         }
@@ -483,136 +506,20 @@ impl HnswIndex {
         self.rows.exact(q, k, admit)
     }
 
-    /// Writes the index to `path` atomically (temporary file, fsync, rename).
+    /// Persists the index at `path`. The first save (and any save to another path)
+    /// writes a whole base file atomically; later saves append only what changed since
+    /// (new nodes and the link lists insertion rewired) to `<path>.log`, and rewrite the
+    /// base instead once the log would outgrow half of it. A save returns only when
+    /// what it wrote is durable.
     pub fn save(&self, path: &Path) -> Result<()> {
-        let io = |source| Error::Io {
-            path: path.display().to_string(),
-            source,
-        };
-        let tmp = path.with_extension("tmp");
-        let f = std::fs::File::create(&tmp).map_err(io)?;
-        let mut w = BufWriter::with_capacity(1 << 20, f);
-        let mut put = |b: &[u8]| w.write_all(b).map_err(io);
-        put(MAGIC)?;
-        put(&(self.rows.dim as u64).to_le_bytes())?;
-        put(&(self.len() as u64).to_le_bytes())?;
-        put(&(self.params.m as u64).to_le_bytes())?;
-        put(&(self.params.ef_construction as u64).to_le_bytes())?;
-        put(&(self.params.ef_search as u64).to_le_bytes())?;
-        put(&self.params.exact_below.to_le_bytes())?;
-        put(&self.entry.map_or(u64::MAX, |e| e as u64).to_le_bytes())?;
-        for s in &self.rows.seqs {
-            put(&s.to_le_bytes())?;
-        }
-        for d in &self.rows.dvs {
-            put(&d.to_le_bytes())?;
-        }
-        for x in &self.rows.data {
-            put(&x.to_le_bytes())?;
-        }
-        for node in &self.links {
-            put(&(node.len() as u32).to_le_bytes())?;
-            for layer in node {
-                put(&(layer.len() as u32).to_le_bytes())?;
-                for n in layer {
-                    put(&n.to_le_bytes())?;
-                }
-            }
-        }
-        let f = w.into_inner().map_err(|e| io(e.into_error()))?;
-        f.sync_all().map_err(io)?;
-        std::fs::rename(&tmp, path).map_err(io)?;
-        Ok(())
+        persist::save(self, path)
     }
 
-    /// Reads an index written by [`HnswIndex::save`].
+    /// Reads an index written by [`HnswIndex::save`]: the base, then every intact
+    /// record of its log. A torn last record (a save cut short) is ignored; damage
+    /// anywhere else is [`Error::Corrupt`].
     pub fn load(path: &Path) -> Result<HnswIndex> {
-        let p = path.display().to_string();
-        let f = std::fs::File::open(path).map_err(|source| Error::Io {
-            path: p.clone(),
-            source,
-        })?;
-        let mut r = BufReader::with_capacity(1 << 20, f);
-        let corrupt = |reason: &str| Error::Corrupt {
-            path: p.clone(),
-            reason: reason.to_string(),
-        };
-        let mut magic = [0u8; 8];
-        r.read_exact(&mut magic)
-            .map_err(|_| corrupt("truncated header"))?;
-        if &magic != MAGIC {
-            return Err(corrupt(
-                "not a Dossier HNSW file (or an unknown format version)",
-            ));
-        }
-        let u64s = |r: &mut BufReader<std::fs::File>| -> Result<u64> {
-            let mut b = [0u8; 8];
-            r.read_exact(&mut b).map_err(|_| corrupt("truncated"))?;
-            Ok(u64::from_le_bytes(b))
-        };
-        let dim = u64s(&mut r)? as usize;
-        let n = u64s(&mut r)? as usize;
-        let m = u64s(&mut r)? as usize;
-        let ef_construction = u64s(&mut r)? as usize;
-        let ef_search = u64s(&mut r)? as usize;
-        let mut b4 = [0u8; 4];
-        r.read_exact(&mut b4).map_err(|_| corrupt("truncated"))?;
-        let exact_below = f32::from_le_bytes(b4);
-        let entry = u64s(&mut r)?;
-        let mut read_vec = |bytes: usize| -> Result<Vec<u8>> {
-            let mut v = vec![0u8; bytes];
-            r.read_exact(&mut v)
-                .map_err(|_| corrupt("truncated body"))?;
-            Ok(v)
-        };
-        let seqs = read_vec(n * 8)?
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-            .collect();
-        let dvs = read_vec(n * 4)?
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
-            .collect();
-        let data = read_vec(n * dim * 4)?
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
-            .collect();
-        let mut links = Vec::with_capacity(n);
-        for _ in 0..n {
-            let layers = u32::from_le_bytes(read_vec(4)?.try_into().expect("4 bytes")) as usize;
-            let mut node = Vec::with_capacity(layers);
-            for _ in 0..layers {
-                let len = u32::from_le_bytes(read_vec(4)?.try_into().expect("4 bytes")) as usize;
-                let list: Vec<u32> = read_vec(len * 4)?
-                    .chunks_exact(4)
-                    .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
-                    .collect();
-                if list.iter().any(|&x| x as usize >= n) {
-                    return Err(corrupt("link out of range"));
-                }
-                node.push(list);
-            }
-            links.push(node);
-        }
-        let params = HnswParams {
-            m,
-            ef_construction,
-            ef_search,
-            exact_below,
-            seed: HnswParams::default().seed ^ n as u64,
-        };
-        Ok(HnswIndex {
-            params,
-            rows: Rows {
-                dim,
-                seqs,
-                dvs,
-                data,
-            },
-            links,
-            entry: (entry != u64::MAX).then_some(entry as u32),
-            rng: rand::rngs::StdRng::seed_from_u64(params.seed),
-        })
+        persist::load(path)
     }
 }
 

@@ -731,7 +731,7 @@ async fn abandoned_work_frees_its_slot() {
         calls: calls.clone(),
     };
     let engine =
-        Engine::with_embedder(&dir.path().join("store"), "hash:64", Box::new(slow)).unwrap();
+        Engine::with_embedder(dir.path().join("store"), "hash:64", Box::new(slow)).unwrap();
     let report = engine
         .ingest(&[common::scenarios().join("shop")], &mut ())
         .unwrap();

@@ -65,6 +65,30 @@ pub struct ChangeSet {
     /// what another tenant's derived data (graph, reports, cached answers) may ignore.
     #[serde(default)]
     pub tenants: Vec<String>,
+    /// Document versions written or removed, as `(tenant, doc_id, version)`: what a
+    /// reader's document view must re-read (the rest of it stays as it was).
+    #[serde(default)]
+    pub docs: Vec<DocKey>,
+}
+
+/// `(tenant, doc_id, version)` of a stored document version.
+pub type DocKey = (String, String, String);
+
+impl ChangeSet {
+    /// Written before change sets named their documents (or by a tool that did not):
+    /// a reader cannot tell what to re-read and must rebuild its view.
+    pub fn names_its_documents(&self) -> bool {
+        !self.tenants.is_empty() || (self.added.is_empty() && self.removed.is_empty())
+    }
+}
+
+/// The key of a document version.
+pub fn doc_key(meta: &DocumentVersion) -> DocKey {
+    (
+        meta.tenant.clone(),
+        meta.doc_id.clone(),
+        meta.version.clone(),
+    )
 }
 
 /// The tenants a batch writes to, sorted.
@@ -143,6 +167,8 @@ pub trait CatalogBackend: Send + Sync {
     fn generation(&self) -> Result<u64>;
     /// Every stored document version.
     fn documents(&self) -> Result<Vec<DocEntry>>;
+    /// The stored versions among `keys` (missing ones left out).
+    fn documents_by_key(&self, keys: &[DocKey]) -> Result<Vec<DocEntry>>;
     /// Chunks by sequence number, in the order asked; missing ones are left out.
     fn chunks(&self, seqs: &[u64]) -> Result<Vec<StoredChunk>>;
     /// Number of stored chunks.
@@ -217,6 +243,18 @@ impl CatalogBackend for Catalog {
         for row in t.iter()? {
             let (_, v) = row?;
             out.push(serde_json::from_slice(v.value())?);
+        }
+        Ok(out)
+    }
+
+    fn documents_by_key(&self, keys: &[DocKey]) -> Result<Vec<DocEntry>> {
+        let rx = self.db.begin_read()?;
+        let t = rx.open_table(DOCS)?;
+        let mut out = Vec::with_capacity(keys.len());
+        for (tenant, doc_id, version) in keys {
+            if let Some(v) = t.get(key(&[tenant, doc_id, version]).as_str())? {
+                out.push(serde_json::from_slice(v.value())?);
+            }
         }
         Ok(out)
     }
@@ -422,6 +460,7 @@ impl CatalogBackend for Catalog {
                     None => None,
                 };
                 let Some(old) = old else { return Ok(false) };
+                change.docs.push(doc_key(&old.meta));
                 for s in old.seqs {
                     chunks.remove(s)?;
                     vectors.remove(s)?;
@@ -491,6 +530,7 @@ impl CatalogBackend for Catalog {
                     dv,
                     seqs,
                 };
+                change.docs.push(doc_key(&entry.meta));
                 docs.insert(k.as_str(), serde_json::to_vec(&entry)?.as_slice())?;
             }
 

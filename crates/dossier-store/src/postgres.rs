@@ -23,7 +23,7 @@ use postgres::{IsolationLevel, NoTls, Transaction};
 use r2d2_postgres::PostgresConnectionManager;
 
 use crate::catalog::{
-    tenants_touched, CatalogBackend, ChangeSet, CommitBatch, DocEntry, StoredChunk,
+    doc_key, tenants_touched, CatalogBackend, ChangeSet, CommitBatch, DocEntry, DocKey, StoredChunk,
 };
 use crate::store::Manifest;
 use crate::{Error, Result};
@@ -313,6 +313,26 @@ impl CatalogBackend for PgCatalog {
         c.query(
             "SELECT body FROM docs ORDER BY tenant, doc_id, version",
             &[],
+        )
+        .map_err(pg)?
+        .iter()
+        .map(|r| doc_of(r.get(0)))
+        .collect()
+    }
+
+    fn documents_by_key(&self, keys: &[DocKey]) -> Result<Vec<DocEntry>> {
+        let (mut t, mut d, mut v) = (Vec::new(), Vec::new(), Vec::new());
+        for (tenant, doc_id, version) in keys {
+            t.push(tenant.as_str());
+            d.push(doc_id.as_str());
+            v.push(version.as_str());
+        }
+        let mut c = self.client()?;
+        c.query(
+            "SELECT docs.body FROM docs
+             JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(tenant, doc_id, version)
+               USING (tenant, doc_id, version)",
+            &[&t, &d, &v],
         )
         .map_err(pg)?
         .iter()
@@ -642,6 +662,7 @@ fn write_batch(tx: &mut Transaction, batch: CommitBatch) -> Result<ChangeSet> {
         let mut seqs = Vec::new();
         for r in &rows {
             let old = doc_of(r.get(0))?;
+            change.docs.push(doc_key(&old.meta));
             seqs.extend(old.seqs.iter().map(|&s| s as i64));
             change.removed.extend(old.seqs);
         }
@@ -710,6 +731,7 @@ fn write_batch(tx: &mut Transaction, batch: CommitBatch) -> Result<ChangeSet> {
             dv,
             seqs,
         };
+        change.docs.push(doc_key(&entry.meta));
         tx.execute(
             "INSERT INTO docs (tenant, doc_id, version, dv, body) VALUES ($1, $2, $3, $4, $5)",
             &[

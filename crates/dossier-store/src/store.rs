@@ -12,7 +12,7 @@ use dossier_index::Admit;
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::{Catalog, CatalogBackend, ChangeSet, CommitBatch, DocEntry};
+use crate::catalog::{doc_key, Catalog, CatalogBackend, ChangeSet, CommitBatch, DocEntry, DocKey};
 use crate::generations::{read_pointer, write_pointer, Generation, GenerationInfo};
 use crate::postgres::PgCatalog;
 use crate::scope::Scope;
@@ -34,7 +34,8 @@ pub struct Manifest {
 
 /// Document versions with their validity, as of the last commit.
 pub struct DocsView {
-    pub entries: Vec<DocEntry>,
+    /// Shared with the views before and after it: a commit copies pointers, not entries.
+    pub entries: Vec<Arc<DocEntry>>,
     pub validity: Vec<Validity>,
     by_key: HashMap<(String, String, String), usize>,
     pub look_alikes: Vec<(String, LookAlike)>,
@@ -49,45 +50,125 @@ type ScopeKey = (String, Vec<String>, chrono::NaiveDate);
 /// Distinct scopes whose admission sets a view keeps.
 const ADMIT_CACHE_SIZE: usize = 1024;
 
+/// Validity and conflicts of one tenant's versions, with the review queue's `decisions`:
+/// an approved supersession ends the older version like a declared one; an approved or
+/// rejected look-alike pair is no longer a conflict.
+fn plan_tenant(
+    tenant: &str,
+    versions: &[DocumentVersion],
+    decisions: &[Decision],
+) -> (HashMap<VersionRef, Validity>, Vec<LookAlike>) {
+    let mine = || decisions.iter().filter(|d| d.tenant == tenant);
+    let approved: Vec<(VersionRef, VersionRef)> = mine()
+        .filter_map(|d| d.confirmed_supersession())
+        .map(|(n, o)| (n.clone(), o.clone()))
+        .collect();
+    let settled: HashSet<(String, String)> = mine()
+        .filter_map(|d| match &d.subject {
+            Subject::Supersession { newer, older } => {
+                Some((newer.doc_id.clone(), older.doc_id.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    let plan = plan_validity_with(versions, &approved);
+    let conflicts = look_alikes(versions, &plan, &settled);
+    (plan, conflicts)
+}
+
 impl DocsView {
-    /// Validity and conflicts of `entries`, with the review queue's `decisions`: an
-    /// approved supersession ends the older version like a declared one; an approved or
-    /// rejected look-alike pair is no longer a conflict.
+    /// The view of `entries`, every tenant planned afresh.
     fn build(entries: Vec<DocEntry>, decisions: &[Decision]) -> DocsView {
+        Self::assemble(entries.into_iter().map(Arc::new).collect(), decisions, None)
+    }
+
+    /// The view after `changes`: only the document versions they name are re-read and
+    /// only the tenants they touch are planned again; every other tenant's entries,
+    /// validity and conflicts are carried over. Change sets that do not name their
+    /// documents (older stores) fall back to a whole rebuild.
+    fn updated(&self, changes: &[ChangeSet], catalog: &dyn CatalogBackend) -> Result<DocsView> {
+        if changes.iter().any(|c| !c.names_its_documents()) {
+            return Ok(DocsView::build(catalog.documents()?, &catalog.decisions()?));
+        }
+        let keys: HashSet<&DocKey> = changes.iter().flat_map(|c| c.docs.iter()).collect();
+        let touched: HashSet<String> = changes
+            .iter()
+            .flat_map(|c| c.tenants.iter().cloned())
+            .collect();
+        if touched.is_empty() {
+            return Ok(self.carried_over());
+        }
+        let wanted: Vec<DocKey> = keys.iter().map(|k| (*k).clone()).collect();
+        let fresh = catalog.documents_by_key(&wanted)?;
+        let entries: Vec<Arc<DocEntry>> = self
+            .entries
+            .iter()
+            .filter(|e| !keys.contains(&doc_key(&e.meta)))
+            .cloned()
+            .chain(fresh.into_iter().map(Arc::new))
+            .collect();
+        Ok(Self::assemble(
+            entries,
+            &catalog.decisions()?,
+            Some((self, &touched)),
+        ))
+    }
+
+    /// The same entries under a new identity (nothing a view holds changed).
+    fn carried_over(&self) -> DocsView {
+        DocsView {
+            entries: self.entries.clone(),
+            validity: self.validity.clone(),
+            by_key: self.by_key.clone(),
+            look_alikes: self.look_alikes.clone(),
+            admit_cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Plans validity per tenant — or, for a tenant outside `reuse`'s touched set, takes
+    /// it from the earlier view — and indexes the entries.
+    fn assemble(
+        entries: Vec<Arc<DocEntry>>,
+        decisions: &[Decision],
+        reuse: Option<(&DocsView, &HashSet<String>)>,
+    ) -> DocsView {
         let mut by_tenant: HashMap<&str, Vec<DocumentVersion>> = HashMap::new();
         for e in &entries {
-            by_tenant
-                .entry(e.meta.tenant.as_str())
-                .or_default()
-                .push(e.meta.clone());
+            let planned_again = reuse.is_none_or(|(_, touched)| touched.contains(&e.meta.tenant));
+            if planned_again {
+                by_tenant
+                    .entry(e.meta.tenant.as_str())
+                    .or_default()
+                    .push(e.meta.clone());
+            }
         }
         let mut plans = HashMap::new();
-        let mut conflicts = Vec::new();
+        let mut conflicts: Vec<(String, LookAlike)> = match reuse {
+            Some((old, touched)) => old
+                .look_alikes
+                .iter()
+                .filter(|(t, _)| !touched.contains(t))
+                .cloned()
+                .collect(),
+            None => Vec::new(),
+        };
         for (tenant, versions) in &by_tenant {
-            let mine = || decisions.iter().filter(|d| d.tenant == *tenant);
-            let approved: Vec<(VersionRef, VersionRef)> = mine()
-                .filter_map(|d| d.confirmed_supersession())
-                .map(|(n, o)| (n.clone(), o.clone()))
-                .collect();
-            let settled: HashSet<(String, String)> = mine()
-                .filter_map(|d| match &d.subject {
-                    Subject::Supersession { newer, older } => {
-                        Some((newer.doc_id.clone(), older.doc_id.clone()))
-                    }
-                    _ => None,
-                })
-                .collect();
-            let plan = plan_validity_with(versions, &approved);
-            conflicts.extend(
-                look_alikes(versions, &plan, &settled)
-                    .into_iter()
-                    .map(|l| (tenant.to_string(), l)),
-            );
+            let (plan, found) = plan_tenant(tenant, versions, decisions);
+            conflicts.extend(found.into_iter().map(|l| (tenant.to_string(), l)));
             plans.insert(tenant.to_string(), plan);
         }
         let validity = entries
             .iter()
-            .map(|e| plans[&e.meta.tenant][&e.meta.key()])
+            .map(|e| match plans.get(&e.meta.tenant) {
+                Some(plan) => plan[&e.meta.key()],
+                None => {
+                    let (old, _) = reuse.expect("an unplanned tenant comes from the old view");
+                    let i = old
+                        .find(&e.meta.tenant, &e.meta.doc_id, &e.meta.version)
+                        .expect("an untouched tenant's version is in the old view");
+                    old.validity[i]
+                }
+            })
             .collect();
         let by_key = entries
             .iter()
@@ -603,7 +684,7 @@ impl Store {
             return Ok(false);
         }
         snap.active.apply(self.catalog.as_ref(), &changes)?;
-        let view = DocsView::build(self.catalog.documents()?, &self.catalog.decisions()?);
+        let view = snap.view.updated(&changes, self.catalog.as_ref())?;
         self.publish(Some(view), None, &changes);
         Ok(true)
     }
