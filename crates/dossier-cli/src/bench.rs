@@ -15,6 +15,7 @@ use dossier_core::{Chunk, DocKind, DocumentVersion, Embedder, Principal, Version
 use dossier_engine::eval::percentile;
 use dossier_engine::{Engine, Mode, SearchRequest};
 use dossier_store::catalog::{CommitBatch, NewDocument};
+use dossier_store::StoreLocation;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
@@ -52,6 +53,41 @@ pub struct SyntheticArgs {
     /// Where to build the store (reused when it already holds the same number of chunks).
     #[arg(long, default_value = "bench/out/synthetic")]
     dir: PathBuf,
+    /// Build the store in this PostgreSQL + pgvector database (`postgres://…`) instead;
+    /// --dir then holds this process's lexical index.
+    #[arg(long)]
+    postgres: Option<String>,
+    /// After the queries: this many commits of 100 new documents each, alternating
+    /// between two tenants, each timed end to end (catalog, index catch-up, view), with
+    /// the first graph-mode query after it in the tenant it touched and in one it did not.
+    #[arg(long, default_value_t = 0)]
+    commits: usize,
+}
+
+impl SyntheticArgs {
+    fn location(&self) -> StoreLocation {
+        match &self.postgres {
+            Some(url) => StoreLocation::Postgres {
+                url: url.clone(),
+                index_dir: Some(self.dir.clone()),
+            },
+            None => StoreLocation::Dir(self.dir.clone()),
+        }
+    }
+}
+
+/// The cost of commits of a fixed size into a store of the benchmark's size.
+#[derive(Serialize)]
+struct CommitCost {
+    documents_per_commit: usize,
+    chunks_per_commit: usize,
+    commit_ms: Vec<f64>,
+    commit_p50_ms: f64,
+    /// The first graph-mode query in a tenant the commit did not touch (its graph,
+    /// views and reports should be kept).
+    first_query_other_tenant_ms: Vec<f64>,
+    /// The first graph-mode query in the tenant the commit touched (its graph is rebuilt).
+    first_query_same_tenant_ms: Vec<f64>,
 }
 
 #[derive(Serialize)]
@@ -78,6 +114,10 @@ struct Report {
     /// same admission filter, averaged over the queries.
     vector_recall_vs_exact: f64,
     modes: Vec<ModeLatency>,
+    /// `embedded` or `postgres`.
+    backend: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    commits: Option<CommitCost>,
 }
 
 const VOCAB: usize = 30_000;
@@ -141,6 +181,69 @@ fn principals(tenants: usize) -> Vec<Principal> {
     out
 }
 
+/// One generated document version of `n` chunks of 30 Zipf words, embedded.
+#[allow(clippy::too_many_arguments)]
+fn synthetic_doc(
+    rng: &mut StdRng,
+    id: &str,
+    version: &str,
+    tenant: &str,
+    acl: Option<Vec<String>>,
+    supersedes: Option<VersionRef>,
+    d: usize,
+    n: usize,
+    embedder: &dyn Embedder,
+) -> Result<NewDocument> {
+    let (id, tenant) = (id.to_string(), tenant.to_string());
+    let rng = &mut *rng;
+    let title = sentence(rng, 4);
+    let meta = DocumentVersion {
+        doc_id: id.clone(),
+        version: version.into(),
+        title: title.clone(),
+        tenant: tenant.clone(),
+        kb: None,
+        acl: acl.clone(),
+        effective_from: NaiveDate::from_ymd_opt(2025, 1 + (d % 12) as u32, 1),
+        effective_to: None,
+        supersedes_evidence: supersedes
+            .as_ref()
+            .map(|_| "synthetic release note".to_string()),
+        supersedes,
+        depends_on: vec![],
+        source_uri: format!("synthetic://{id}/{version}"),
+        kind: DocKind::Text,
+        digest: format!("{d}"),
+    };
+    let chunks: Vec<Chunk> = (0..n)
+        .map(|i| {
+            let text = sentence(rng, 30);
+            Chunk {
+                chunk_id: Chunk::make_id(&id, version, i as u32),
+                doc_id: id.clone(),
+                version: version.into(),
+                ordinal: i as u32,
+                section: vec![format!("section {i}")],
+                byte_start: 0,
+                byte_end: text.len(),
+                text,
+                source_uri: meta.source_uri.clone(),
+                tenant: tenant.clone(),
+                kb: None,
+                acl: acl.clone(),
+                title: title.clone(),
+            }
+        })
+        .collect();
+    let texts: Vec<&str> = chunks.iter().map(|c| c.text.as_str()).collect();
+    let vectors = embedder.embed_passages(&texts)?;
+    Ok(NewDocument {
+        meta,
+        chunks,
+        vectors,
+    })
+}
+
 fn generate(engine: &Engine, a: &SyntheticArgs, embedder: &dyn Embedder) -> Result<usize> {
     let mut rng = StdRng::seed_from_u64(7);
     let docs = a.chunks.div_ceil(a.chunks_per_doc);
@@ -177,55 +280,13 @@ fn generate(engine: &Engine, a: &SyntheticArgs, embedder: &dyn Embedder) -> Resu
             0 => None,
             n => Some(vec![GROUPS[n].to_string()]),
         };
-        let title = sentence(&mut rng, 4);
-        let meta = DocumentVersion {
-            doc_id: id.clone(),
-            version: version.into(),
-            title: title.clone(),
-            tenant: tenant.clone(),
-            kb: None,
-            acl: acl.clone(),
-            effective_from: NaiveDate::from_ymd_opt(2025, 1 + (d % 12) as u32, 1),
-            effective_to: None,
-            supersedes_evidence: supersedes
-                .as_ref()
-                .map(|_| "synthetic release note".to_string()),
-            supersedes,
-            depends_on: vec![],
-            source_uri: format!("synthetic://{id}/{version}"),
-            kind: DocKind::Text,
-            digest: format!("{d}"),
-        };
         let n = a.chunks_per_doc.min(a.chunks - made);
-        let chunks: Vec<Chunk> = (0..n)
-            .map(|i| {
-                let text = sentence(&mut rng, 30);
-                Chunk {
-                    chunk_id: Chunk::make_id(&id, version, i as u32),
-                    doc_id: id.clone(),
-                    version: version.into(),
-                    ordinal: i as u32,
-                    section: vec![format!("section {i}")],
-                    byte_start: 0,
-                    byte_end: text.len(),
-                    text,
-                    source_uri: meta.source_uri.clone(),
-                    tenant: tenant.clone(),
-                    kb: None,
-                    acl: acl.clone(),
-                    title: title.clone(),
-                }
-            })
-            .collect();
-        let texts: Vec<&str> = chunks.iter().map(|c| c.text.as_str()).collect();
-        let vectors = embedder.embed_passages(&texts)?;
+        let doc = synthetic_doc(
+            &mut rng, &id, version, &tenant, acl, supersedes, d, n, embedder,
+        )?;
         made += n;
         bar.advance(n as u64);
-        batch.documents.push(NewDocument {
-            meta,
-            chunks,
-            vectors,
-        });
+        batch.documents.push(doc);
         if batch.documents.len() == 1000 {
             catalog.commit(std::mem::take(&mut batch))?;
         }
@@ -250,13 +311,13 @@ pub fn run(json: bool, action: &BenchAction) -> Result<ExitCode> {
     let mut report_docs = a.chunks.div_ceil(a.chunks_per_doc);
     let (mut gen_secs, mut build_secs) = (0.0, 0.0);
     {
-        let engine = Engine::with_embedder(&a.dir, &spec, embedder()?)?;
+        let engine = Engine::with_embedder(a.location(), &spec, embedder()?)?;
         let have = engine.store().catalog().chunk_count()?;
         if have != a.chunks as u64 {
             if have != 0 {
                 bail!(
                     "{} holds {have} chunks, not {}; remove it or pick another --dir",
-                    a.dir.display(),
+                    a.location().shown(),
                     a.chunks
                 );
             }
@@ -274,7 +335,7 @@ pub fn run(json: bool, action: &BenchAction) -> Result<ExitCode> {
         }
     }
     let t = Instant::now();
-    let engine = Engine::with_embedder(&a.dir, &spec, embedder()?)?;
+    let engine = Engine::with_embedder(a.location(), &spec, embedder()?)?;
     let open_secs = t.elapsed().as_secs_f64();
 
     let mut rng = StdRng::seed_from_u64(11);
@@ -314,26 +375,43 @@ pub fn run(json: bool, action: &BenchAction) -> Result<ExitCode> {
         });
     }
     let (mut found, mut wanted) = (0usize, 0usize);
-    let generation = engine.store().active();
-    let vectors = generation.vectors.read();
+    let snap = engine.store().snapshot();
     for (who, q) in &queries {
         let scope = engine.scope(who, now)?;
-        let admit = engine.store().view().admit(&scope);
+        let admit = snap.view.admit(&scope);
         let qv = engine.embedder().embed_query(q)?;
-        let exact: std::collections::HashSet<u64> = vectors
-            .search_exact(&qv, a.k, &admit)
-            .iter()
-            .map(|s| s.seq)
-            .collect();
-        found += vectors
-            .search(&qv, a.k, &admit)
+        let (exact, approximate) = match engine.store().shared() {
+            Some(pg) => (
+                pg.search_vectors_exact(&qv, a.k, &admit)?,
+                engine.store().search_vectors(&snap, &qv, a.k, &admit)?,
+            ),
+            None => {
+                let vectors = snap.active.vectors.read();
+                (
+                    vectors.search_exact(&qv, a.k, &admit),
+                    vectors.search(&qv, a.k, &admit),
+                )
+            }
+        };
+        let exact: std::collections::HashSet<u64> = exact.iter().map(|s| s.seq).collect();
+        found += approximate
             .iter()
             .filter(|s| exact.contains(&s.seq))
             .count();
         wanted += exact.len();
     }
-    drop(vectors);
+    drop(snap);
+    let commits = match a.commits {
+        0 => None,
+        n => Some(measure_commits(&engine, a, n, now)?),
+    };
     let report = Report {
+        backend: if a.postgres.is_some() {
+            "postgres"
+        } else {
+            "embedded"
+        },
+        commits,
         vector_recall_vs_exact: found as f64 / wanted.max(1) as f64,
         chunks: engine.store().catalog().chunk_count()?,
         documents: report_docs,
@@ -352,7 +430,7 @@ pub fn run(json: bool, action: &BenchAction) -> Result<ExitCode> {
     } else {
         println!(
             "synthetic store {}: {} chunks, {} documents, {} (hash embeddings, not a model)",
-            a.dir.display(),
+            a.location().shown(),
             report.chunks,
             report.documents,
             spec
@@ -368,6 +446,95 @@ pub fn run(json: bool, action: &BenchAction) -> Result<ExitCode> {
                 m.mode, m.p50_ms, m.p99_ms, m.mean_hits, a.k
             );
         }
+        if let Some(c) = &report.commits {
+            println!(
+                "commit of {} documents ({} chunks): p50 {:.1} ms, each {:?}",
+                c.documents_per_commit,
+                c.chunks_per_commit,
+                c.commit_p50_ms,
+                c.commit_ms.iter().map(|m| m.round()).collect::<Vec<_>>()
+            );
+            println!(
+                "first graph query after it, other tenant: {:?} ms; same tenant: {:?} ms",
+                c.first_query_other_tenant_ms
+                    .iter()
+                    .map(|m| m.round())
+                    .collect::<Vec<_>>(),
+                c.first_query_same_tenant_ms
+                    .iter()
+                    .map(|m| m.round())
+                    .collect::<Vec<_>>()
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Commits `n` batches of 100 new documents, alternating between tenants t1 and t2,
+/// timing each commit end to end, then the first graph-mode query in the tenant it
+/// touched and in t0, which no commit touches (graphs warmed first).
+fn measure_commits(
+    engine: &Engine,
+    a: &SyntheticArgs,
+    n: usize,
+    now: NaiveDate,
+) -> Result<CommitCost> {
+    const DOCS: usize = 100;
+    if a.tenants < 3 {
+        bail!("--commits needs at least 3 tenants");
+    }
+    let mut rng = StdRng::seed_from_u64(13);
+    let graph_query = |who: &str, rng: &mut StdRng| -> Result<f64> {
+        let t = Instant::now();
+        engine.search(&SearchRequest {
+            principal: who.into(),
+            query: sentence(rng, 3),
+            mode: Mode::Graph,
+            k: a.k,
+            now,
+            as_of: None,
+        })?;
+        Ok(t.elapsed().as_secs_f64() * 1000.0)
+    };
+    for who in ["t0-all", "t1-all", "t2-all"] {
+        graph_query(who, &mut rng)?;
+    }
+    let mut cost = CommitCost {
+        documents_per_commit: DOCS,
+        chunks_per_commit: DOCS * a.chunks_per_doc,
+        commit_ms: Vec::new(),
+        commit_p50_ms: 0.0,
+        first_query_other_tenant_ms: Vec::new(),
+        first_query_same_tenant_ms: Vec::new(),
+    };
+    let stamp = chrono::Utc::now().timestamp_millis();
+    for i in 0..n {
+        let tenant = format!("t{}", 1 + i % 2);
+        let mut batch = CommitBatch::default();
+        for j in 0..DOCS {
+            let id = format!("commit{stamp}-{i}-{j}");
+            batch.documents.push(synthetic_doc(
+                &mut rng,
+                &id,
+                "1",
+                &tenant,
+                None,
+                None,
+                j,
+                a.chunks_per_doc,
+                engine.embedder(),
+            )?);
+        }
+        let t = Instant::now();
+        engine.store().commit(batch)?;
+        cost.commit_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+        cost.first_query_other_tenant_ms
+            .push(graph_query("t0-all", &mut rng)?);
+        cost.first_query_same_tenant_ms
+            .push(graph_query(&format!("{tenant}-all"), &mut rng)?);
+    }
+    let mut sorted = cost.commit_ms.clone();
+    sorted.sort_by(f64::total_cmp);
+    cost.commit_p50_ms = percentile(&sorted, 0.5);
+    Ok(cost)
 }

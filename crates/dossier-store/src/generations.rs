@@ -2,7 +2,8 @@
 //!
 //! Layout under `indexes/`: `ACTIVE.json` names the active generation and the ones
 //! before it (for rollback); each generation directory holds `bm25/`, `vectors.hnsw`
-//! and `gen.json`. A draft is built beside the active generation while it serves, then
+//! (with `vectors.hnsw.log`, the deltas appended since that base) and `gen.json`. With a
+//! shared store the vectors live in the database and a generation is BM25 only. A draft is built beside the active generation while it serves, then
 //! promoted by rewriting `ACTIVE.json` atomically.
 
 use std::path::{Path, PathBuf};

@@ -1,4 +1,6 @@
-//! Dossier's embedded store: one directory holding
+//! Dossier's store: an embedded directory (below), or a shared PostgreSQL + pgvector
+//! database behind the same catalog seam ([`postgres`]; [`StoreLocation`] says which).
+//! The embedded store is one directory holding
 //!
 //! - `manifest.json`: the format version and the embedding model the vectors came from;
 //! - `catalog.redb`: the **source of truth** — document versions, chunks, vectors,

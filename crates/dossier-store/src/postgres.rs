@@ -629,6 +629,33 @@ impl CatalogBackend for PgCatalog {
     }
 }
 
+impl PgCatalog {
+    /// The exact top-k under the same filter (a sequential scan; the HNSW index is
+    /// switched off for this transaction): what benchmarks measure recall against.
+    pub fn search_vectors_exact(&self, q: &[f32], k: usize, admit: &Admit) -> Result<Vec<Scored>> {
+        let dvs: Vec<i32> = admit.ordinals().map(|o| o as i32).collect();
+        let mut c = self.client()?;
+        let mut tx = c.transaction().map_err(pg)?;
+        tx.batch_execute("SET LOCAL enable_indexscan = off; SET LOCAL enable_bitmapscan = off;")
+            .map_err(pg)?;
+        let rows = tx
+            .query(
+                "SELECT seq, (embedding <#> $1) AS d FROM chunks
+                 WHERE dv = ANY($2) ORDER BY embedding <#> $1 LIMIT $3",
+                &[&Vector::from(q.to_vec()), &dvs, &(k as i64)],
+            )
+            .map_err(pg)?;
+        tx.commit().map_err(pg)?;
+        Ok(rows
+            .iter()
+            .map(|r| Scored {
+                seq: r.get::<_, i64>(0) as u64,
+                score: -(r.get::<_, f64>(1) as f32),
+            })
+            .collect())
+    }
+}
+
 /// Writes one batch inside `tx`, with the embedded catalog's semantics.
 fn write_batch(tx: &mut Transaction, batch: CommitBatch) -> Result<ChangeSet> {
     let tenants = tenants_touched(&batch);
