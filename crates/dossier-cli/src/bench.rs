@@ -330,7 +330,8 @@ pub fn run(json: bool, action: &BenchAction) -> Result<ExitCode> {
             bar.start("indexing", a.chunks as u64);
             engine.store().build_draft(|_| bar.advance(1))?;
             bar.finish();
-            engine.store().promote(None)?;
+            // A benchmark store's first generation: nothing to shadow it against.
+            engine.store().promote(None, true)?;
             build_secs = t.elapsed().as_secs_f64();
         }
     }

@@ -6,6 +6,7 @@ mod bench_ask;
 mod bench_embed;
 mod bench_graph;
 mod eval_ask;
+mod migrate;
 mod review;
 mod serve;
 mod setup;
@@ -134,6 +135,10 @@ enum Command {
     },
     /// What the store holds.
     Status,
+    /// Copy the whole store (--store) to a new store at --to: a directory or a
+    /// postgres:// database, either way round; then compare both sides kind by kind
+    /// (counts and digests). Exits 3 when they differ.
+    Migrate(migrate::MigrateArgs),
     /// Install the e5 model into the user's data directory, so that `dossier` runs from
     /// any directory (a binary installed anywhere, e.g. with `cargo install`).
     Setup(setup::SetupArgs),
@@ -228,8 +233,29 @@ enum GraphAction {
 enum IndexAction {
     /// Build a new generation from the catalog as a draft (the active one keeps serving).
     Build,
+    /// Replay real queries (a JSONL file of `{"principal": …, "query": …}`) against a
+    /// draft (newest by default) and the active generation; report overlap@k, latency
+    /// and errors per mode, and keep the verdict that `promote` checks.
+    Shadow {
+        name: Option<String>,
+        #[arg(long)]
+        queries: PathBuf,
+        #[arg(short, default_value_t = 10)]
+        k: usize,
+        /// Least mean overlap@k with the active generation, in every mode.
+        #[arg(long, default_value_t = dossier_engine::shadow::Thresholds::default().min_overlap)]
+        min_overlap: f64,
+        /// Most the draft's p99 latency may be, as a multiple of the active one's.
+        #[arg(long, default_value_t = dossier_engine::shadow::Thresholds::default().max_p99_ratio)]
+        max_p99_ratio: f64,
+    },
     /// Check a draft against the catalog and make it active (newest draft by default).
-    Promote { name: Option<String> },
+    /// The draft must have passed `index shadow`, unless --force.
+    Promote {
+        name: Option<String>,
+        #[arg(long)]
+        force: bool,
+    },
     /// Make the previous generation active again.
     Rollback,
     /// List generations.
@@ -302,6 +328,25 @@ fn open_with(location: StoreLocation, spec: &str, fusion: Option<&str>) -> Resul
         engine.set_fusion(f.parse()?);
     }
     Ok(engine)
+}
+
+/// A shadow run's queries: JSONL, one `{"principal": …, "query": …}` per line.
+fn read_shadow_queries(path: &Path) -> Result<Vec<dossier_engine::shadow::ShadowQuery>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).with_context(|| {
+                format!(
+                    "{}:{}: expected {{\"principal\": …, \"query\": …}}",
+                    path.display(),
+                    i + 1
+                )
+            })
+        })
+        .collect()
 }
 
 fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
@@ -718,7 +763,49 @@ fn run(cli: &Cli) -> Result<ExitCode> {
                     bar.finish();
                     vec![info]
                 }
-                IndexAction::Promote { name } => vec![store.promote(name.as_deref())?],
+                IndexAction::Shadow {
+                    name,
+                    queries,
+                    k,
+                    min_overlap,
+                    max_p99_ratio,
+                } => {
+                    let queries = read_shadow_queries(queries)?;
+                    let thresholds = dossier_engine::shadow::Thresholds {
+                        min_overlap: *min_overlap,
+                        max_p99_ratio: *max_p99_ratio,
+                        ..Default::default()
+                    };
+                    let report = engine.shadow(name.as_deref(), &queries, *k, thresholds)?;
+                    if cli.json {
+                        print_json(&report)?;
+                    } else {
+                        println!(
+                            "shadow of {} against {} ({} queries skipped: unknown principal)",
+                            report.draft, report.active, report.skipped
+                        );
+                        for m in &report.modes {
+                            println!(
+                                "{:<7} overlap@{} {:.3}  active p50 {:.1} p99 {:.1} ms  draft p50 {:.1} p99 {:.1} ms  errors {}/{}",
+                                m.mode, report.k, m.overlap_at_k, m.active_p50_ms, m.active_p99_ms,
+                                m.draft_p50_ms, m.draft_p99_ms, m.active_errors, m.draft_errors
+                            );
+                        }
+                        println!(
+                            "{}: {}",
+                            if report.passed { "passed" } else { "FAILED" },
+                            report.verdict
+                        );
+                    }
+                    return Ok(if report.passed {
+                        ExitCode::SUCCESS
+                    } else {
+                        ExitCode::from(3)
+                    });
+                }
+                IndexAction::Promote { name, force } => {
+                    vec![store.promote(name.as_deref(), *force)?]
+                }
                 IndexAction::Rollback => vec![store.rollback()?],
                 IndexAction::List => store.list_generations()?,
             };
@@ -732,6 +819,9 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Setup(args) => setup::run(args, cli.json),
+        Command::Migrate(args) => {
+            migrate::run(&store_location(cli), args, cli.index_dir.clone(), cli.json)
+        }
         Command::Status => {
             let engine = open_existing(cli)?;
             let store = engine.store();

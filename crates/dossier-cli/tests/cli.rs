@@ -731,6 +731,42 @@ fn index_generations_build_promote_and_roll_back_while_search_answers() {
     assert_eq!(with_status(&l, "active"), original, "{l}");
     answers("lighthouse keeper", "a");
 
+    // draft → shadow → active: an unshadowed draft is refused, a shadow run replays real
+    // queries against both generations and keeps its verdict.
+    let r = store.run(&["index", "promote"]).fails();
+    assert!(r.stderr.contains("not been shadowed"), "{r}");
+    // Beside the corpus, not in it (the next ingest would read it).
+    let queries = store.input("shadow").join("queries.jsonl");
+    std::fs::write(
+        &queries,
+        "{\"principal\": \"u1\", \"query\": \"lighthouse keeper\"}\n\
+         {\"principal\": \"u1\", \"query\": \"harbour master berths\"}\n\
+         {\"principal\": \"nobody\", \"query\": \"weather\"}\n",
+    )
+    .unwrap();
+    let q = queries.to_str().unwrap();
+    let shadow = store
+        .run(&["--json", "index", "shadow", "--queries", q])
+        .ok()
+        .json();
+    assert_eq!(shadow["draft"], Value::from(draft.clone()), "{shadow}");
+    assert_eq!(shadow["passed"], true, "{shadow}");
+    assert_eq!(
+        shadow["skipped"], 1,
+        "the unknown principal is skipped: {shadow}"
+    );
+    for m in shadow["modes"].as_array().unwrap() {
+        assert_eq!(m["queries"], 2, "{m}");
+        assert_eq!(m["overlap_at_k"], 1.0, "a rebuild of the same catalog: {m}");
+    }
+    // A threshold no draft can meet fails the run (exit 3) and the promote.
+    let r = store
+        .run(&["index", "shadow", "--queries", q, "--min-overlap", "1.5"])
+        .fails();
+    assert!(r.stdout.contains("FAILED"), "{r}");
+    let r = store.run(&["index", "promote"]).fails();
+    assert!(r.stderr.contains("failed its shadow run"), "{r}");
+    store.run(&["index", "shadow", "--queries", q]).ok();
     let promoted = store.run(&["--json", "index", "promote"]).ok().json();
     assert_eq!(
         (&promoted[0]["name"], &promoted[0]["status"]),

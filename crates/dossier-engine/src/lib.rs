@@ -28,6 +28,7 @@ mod ingest;
 mod query_cache;
 pub mod review;
 mod search;
+pub mod shadow;
 
 use dossier_core::{Embedder, Principal};
 use dossier_ingest::IngestOptions;

@@ -67,8 +67,7 @@ impl Fixture {
             fail_next: Arc::clone(&fail_next),
         };
         let engine =
-            Engine::with_embedder(dir.path().join("store"), "hash:64", Box::new(embedder))
-                .unwrap();
+            Engine::with_embedder(dir.path().join("store"), "hash:64", Box::new(embedder)).unwrap();
         let report = engine
             .ingest(&[shared.join("shop"), shared.join("acme")], &mut ())
             .unwrap();

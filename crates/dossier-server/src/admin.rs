@@ -12,6 +12,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use dossier_core::Principal;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use utoipa::{OpenApi, ToSchema};
 
 use crate::auth::Caller;
@@ -22,8 +23,16 @@ use crate::AppState;
 
 #[derive(OpenApi)]
 #[openapi(
-    paths(list_principals, put_principal, list_jobs, get_job, start_reindex_job),
-    components(schemas(PrincipalBody, PrincipalOut, JobInfo))
+    paths(
+        list_principals,
+        put_principal,
+        list_jobs,
+        get_job,
+        start_reindex_job,
+        list_generations,
+        rollback_generation
+    ),
+    components(schemas(PrincipalBody, PrincipalOut, JobInfo, GenerationOut))
 )]
 pub struct AdminApi;
 
@@ -33,6 +42,8 @@ pub fn router() -> Router<AppState> {
         .route("/v1/principals/{id}", axum::routing::put(put_principal))
         .route("/v1/jobs", get(list_jobs))
         .route("/v1/jobs/reindex", post(start_reindex_job))
+        .route("/v1/index/generations", get(list_generations))
+        .route("/v1/index/rollback", post(rollback_generation))
         .route("/v1/jobs/{id}", get(get_job))
 }
 
@@ -218,10 +229,20 @@ pub async fn get_job(
     .map(Json)
 }
 
+/// `POST /v1/jobs/reindex` options.
+#[derive(Debug, Clone, Default, Deserialize, utoipa::IntoParams)]
+pub struct ReindexQuery {
+    /// Promote the draft even when its shadow run misses its thresholds, or when the
+    /// server has served no queries yet to shadow it with.
+    #[serde(default)]
+    pub force: bool,
+}
+
 #[utoipa::path(post, path = "/v1/jobs/reindex", tag = "jobs",
+    params(ReindexQuery),
     security(("api_key" = [])),
     responses(
-        (status = 202, description = "A rebuild of the indexes from the catalog into a draft generation, promoted when complete (the previous one is kept for rollback)", body = JobInfo),
+        (status = 202, description = "A rebuild of the indexes from the catalog into a draft generation; the draft is shadowed with the queries this server served recently (each under its own principal) and promoted only if it passes (overlap@k, errors, latency), unless `force`; the previous generation is kept for rollback. The job's result is the promoted generation with its `shadow` report; a draft that fails stays a draft and the job fails with the verdict.", body = JobInfo),
         (status = 401, description = "No or unknown API key", body = ErrorBody),
         (status = 403, description = "The key has no operator scope (a reindex reaches every tenant)", body = ErrorBody),
         (status = 429, description = "The tenant runs as many expensive operations as it may", body = ErrorBody),
@@ -229,10 +250,12 @@ pub async fn get_job(
 pub async fn start_reindex_job(
     State(state): State<AppState>,
     caller: Caller,
+    q: Result<axum::extract::Query<ReindexQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<(StatusCode, Json<JobInfo>), ApiError> {
     let rid = caller.request_id.clone();
     // A reindex rebuilds every tenant's indexes: the operator's, not a tenant admin's.
     caller.require_operator()?;
+    let force = crate::routes::query(&rid, q)?.force;
     let permit = state.begin_expensive_write(&caller)?;
     let job = state.jobs.start(&caller.tenant, "reindex", &rid.0);
     let info = state
@@ -241,22 +264,140 @@ pub async fn start_reindex_job(
         .ok_or_else(|| ApiError::new(&rid, Failure::Internal("job vanished".into())))?;
     let engine = state.engine.clone();
     let cache = state.cache.clone();
+    let recent = state.recent_queries.snapshot();
     tokio::task::spawn_blocking(move || {
         let _permit = permit;
         let store = engine.store();
-        let outcome = (|| {
-            let total = store.catalog().chunk_count()?;
+        let outcome = (|| -> Result<Value, String> {
+            let total = store.catalog().chunk_count().map_err(|e| e.to_string())?;
             job.stage("indexing", total);
-            let draft = store.build_draft(|n| job.advance(n))?;
+            let draft = store
+                .build_draft(|n| job.advance(n))
+                .map_err(|e| e.to_string())?;
+            job.stage("shadowing", recent.len() as u64);
+            let shadow = if recent.is_empty() {
+                None
+            } else {
+                Some(
+                    engine
+                        .shadow(
+                            Some(&draft.name),
+                            &recent,
+                            10,
+                            dossier_engine::shadow::Thresholds::default(),
+                        )
+                        .map_err(|e| e.to_string())?,
+                )
+            };
+            match &shadow {
+                Some(r) if !r.passed && !force => {
+                    return Err(format!(
+                        "draft {} kept, not promoted: its shadow run failed ({}); inspect it, or reindex with ?force=true",
+                        draft.name, r.verdict
+                    ))
+                }
+                None if !force => {
+                    return Err(format!(
+                        "draft {} kept, not promoted: this server has served no queries to shadow it with; reindex with ?force=true",
+                        draft.name
+                    ))
+                }
+                _ => {}
+            }
             job.stage("promoting", 1);
-            let promoted = store.promote(Some(&draft.name))?;
-            Ok::<_, dossier_engine::dossier_store::Error>(promoted)
+            let promoted = store
+                .promote(Some(&draft.name), true)
+                .map_err(|e| e.to_string())?;
+            let mut out = serde_json::to_value(promoted).map_err(|e| e.to_string())?;
+            out["shadow"] = serde_json::to_value(&shadow).map_err(|e| e.to_string())?;
+            Ok(out)
         })();
         cache.invalidate_all();
-        job.finish(match outcome {
-            Ok(g) => serde_json::to_value(g).map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
-        });
+        job.finish(outcome);
     });
     Ok((StatusCode::ACCEPTED, Json(info)))
+}
+
+/// An index generation as `GET /v1/index/generations` lists it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct GenerationOut {
+    pub name: String,
+    /// `active`, `previous` (a rollback target), `retired` or `draft`.
+    pub status: String,
+    pub catalog_generation: u64,
+    pub chunks: u64,
+    pub vectors: usize,
+    pub built_at: String,
+    /// The kept verdict of the generation's shadow run, if it had one.
+    #[schema(value_type = Option<Object>)]
+    pub shadow: Option<Value>,
+}
+
+#[utoipa::path(get, path = "/v1/index/generations", tag = "jobs",
+    security(("api_key" = [])),
+    responses(
+        (status = 200, description = "This replica's index generations with their status and shadow verdicts", body = Vec<GenerationOut>),
+        (status = 401, description = "No or unknown API key", body = ErrorBody),
+        (status = 403, description = "The key has no operator scope", body = ErrorBody)))]
+pub async fn list_generations(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<Vec<GenerationOut>>, ApiError> {
+    caller.require_operator()?;
+    let engine = state.engine.clone();
+    blocking(&caller.request_id, move || {
+        let store = engine.store();
+        let list = store
+            .list_generations()
+            .map_err(|e| Failure::from(dossier_engine::Error::from(e)))?;
+        Ok(list
+            .into_iter()
+            .map(|g| GenerationOut {
+                shadow: store.shadow_report(&g.name).ok().flatten(),
+                name: g.name,
+                status: g.status,
+                catalog_generation: g.catalog_generation,
+                chunks: g.chunks,
+                vectors: g.vectors,
+                built_at: g.built_at,
+            })
+            .collect())
+    })
+    .await
+    .map(Json)
+}
+
+#[utoipa::path(post, path = "/v1/index/rollback", tag = "jobs",
+    security(("api_key" = [])),
+    responses(
+        (status = 200, description = "The previous generation is active again (instant: it is kept built and caught up from the change log)", body = GenerationOut),
+        (status = 401, description = "No or unknown API key", body = ErrorBody),
+        (status = 403, description = "The key has no operator scope", body = ErrorBody),
+        (status = 404, description = "No earlier generation to roll back to", body = ErrorBody)))]
+pub async fn rollback_generation(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<GenerationOut>, ApiError> {
+    caller.require_operator()?;
+    state.begin_write(&caller)?;
+    let (engine, cache) = (state.engine.clone(), state.cache.clone());
+    let out = blocking(&caller.request_id, move || {
+        let g = engine
+            .store()
+            .rollback()
+            .map_err(|e| Failure::from(dossier_engine::Error::from(e)))?;
+        Ok(GenerationOut {
+            shadow: engine.store().shadow_report(&g.name).ok().flatten(),
+            name: g.name,
+            status: g.status,
+            catalog_generation: g.catalog_generation,
+            chunks: g.chunks,
+            vectors: g.vectors,
+            built_at: g.built_at,
+        })
+    })
+    .await;
+    // Answers computed on the other generation are not served again.
+    cache.invalidate_all();
+    out.map(Json)
 }

@@ -32,6 +32,7 @@ pub mod limits;
 mod linger;
 pub mod metrics;
 mod openapi;
+mod recent;
 mod request_id;
 mod review;
 mod routes;
@@ -108,6 +109,8 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     pub traces: Arc<TraceLog>,
     pub jobs: Arc<Jobs>,
+    /// Queries answered lately, for shadowing a draft index (`recent.rs`).
+    pub recent_queries: Arc<recent::RecentQueries>,
     pub config: Arc<ServerConfig>,
     /// Set when shutdown begins: new writes and jobs are refused from then on.
     pub stopping: Arc<AtomicBool>,
@@ -132,6 +135,7 @@ impl AppState {
             metrics: Arc::new(Metrics::new()),
             traces: Arc::new(TraceLog::new(config.trace_entries)),
             jobs: Arc::new(jobs),
+            recent_queries: Arc::new(recent::RecentQueries::default()),
             config: Arc::new(config),
             stopping: Arc::new(AtomicBool::new(false)),
             model: None,

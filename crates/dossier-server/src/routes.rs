@@ -308,6 +308,7 @@ pub async fn search(
         ));
     }
     within(&rid, "query", &b.query, MAX_QUERY_CHARS)?;
+    state.recent_queries.push(&caller.principal, &b.query);
     let req = SearchRequest {
         principal: caller.principal.clone(),
         query: b.query,
@@ -446,6 +447,7 @@ pub async fn ask(
             Some(m)
         }
     };
+    state.recent_queries.push(&caller.principal, &b.question);
     let mut req = AskRequest::new(&caller.principal, &b.question, b.now.unwrap_or_else(today));
     req.as_of = b.as_of;
     req.mode = mode;

@@ -698,22 +698,97 @@ impl Store {
         g.info("draft")
     }
 
-    /// Checks a draft (the newest one when `name` is `None`) against the catalog and
-    /// makes it active.
-    pub fn promote(&self, name: Option<&str>) -> Result<GenerationInfo> {
-        let _writer = self.writer.lock();
-        let indexes = self.dir.join("indexes");
-        let mut ptr = read_pointer(&indexes)?;
-        let name = match name {
-            Some(n) => n.to_string(),
+    /// The newest draft's name, or `name` itself.
+    fn draft_name(&self, name: Option<&str>) -> Result<String> {
+        match name {
+            Some(n) => Ok(n.to_string()),
             None => self
                 .list_generations()?
                 .into_iter()
                 .rev()
                 .find(|g| g.status == "draft")
                 .map(|g| g.name)
-                .ok_or_else(|| Error::NotFound("no draft generation to promote".into()))?,
-        };
+                .ok_or_else(|| Error::NotFound("no draft generation".into())),
+        }
+    }
+
+    /// A snapshot that reads the draft `name` (the newest when `None`) instead of the
+    /// active generation, with the current view: what a shadow run compares against
+    /// the active one. The draft is first caught up with the catalog.
+    pub fn draft_snapshot(&self, name: Option<&str>) -> Result<Snapshot> {
+        let name = self.draft_name(name)?;
+        if self.active().name == name {
+            return Err(Error::Invalid(format!(
+                "generation {name} is the active one"
+            )));
+        }
+        let dir = self.dir.join("indexes").join(&name);
+        if !dir.join("gen.json").exists() {
+            return Err(Error::NotFound(format!("no built generation {name}")));
+        }
+        let _writer = self.writer.lock();
+        let g = Generation::open(&name, &dir, self.manifest.dim)?;
+        if !g.catch_up(self.catalog.as_ref())? {
+            return Err(Error::Invalid(format!(
+                "generation {name} is older than the change log; build a new draft"
+            )));
+        }
+        let cur = self.snapshot();
+        Ok(Snapshot {
+            view: cur.view.clone(),
+            active: Arc::new(g),
+            generation: cur.generation,
+            tenant_generations: cur.tenant_generations.clone(),
+        })
+    }
+
+    /// Keeps the verdict of a shadow run of the draft `name` (`passed` decides whether
+    /// [`Store::promote`] accepts the draft without being forced).
+    pub fn save_shadow(&self, name: &str, report: &serde_json::Value) -> Result<()> {
+        let dir = self.dir.join("indexes").join(name);
+        if !dir.join("gen.json").exists() {
+            return Err(Error::NotFound(format!("no built generation {name}")));
+        }
+        let p = dir.join("shadow.json");
+        let tmp = dir.join("shadow.json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec_pretty(report)?).map_err(io_err(&tmp))?;
+        std::fs::rename(&tmp, &p).map_err(io_err(&p))
+    }
+
+    /// The kept shadow verdict of generation `name`, if it was shadowed.
+    pub fn shadow_report(&self, name: &str) -> Result<Option<serde_json::Value>> {
+        let p = self.dir.join("indexes").join(name).join("shadow.json");
+        match std::fs::read(&p) {
+            Ok(b) => Ok(Some(serde_json::from_slice(&b)?)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io_err(&p)(e)),
+        }
+    }
+
+    /// Checks a draft (the newest one when `name` is `None`) against the catalog and
+    /// makes it active. Unless `force`, the draft must have passed a shadow run
+    /// ([`Store::save_shadow`]): draft → shadow → active.
+    pub fn promote(&self, name: Option<&str>, force: bool) -> Result<GenerationInfo> {
+        let name = self.draft_name(name)?;
+        if !force {
+            match self.shadow_report(&name)? {
+                None => {
+                    return Err(Error::Invalid(format!(
+                        "generation {name} has not been shadowed: run `dossier index shadow {name} --queries FILE`, or promote with --force"
+                    )))
+                }
+                Some(r) if r.get("passed") != Some(&serde_json::Value::Bool(true)) => {
+                    return Err(Error::Invalid(format!(
+                        "generation {name} failed its shadow run ({}); promote with --force to override",
+                        r.get("verdict").and_then(|v| v.as_str()).unwrap_or("see its report")
+                    )))
+                }
+                Some(_) => {}
+            }
+        }
+        let _writer = self.writer.lock();
+        let indexes = self.dir.join("indexes");
+        let mut ptr = read_pointer(&indexes)?;
         if ptr.active.as_deref() == Some(&name) {
             return Err(Error::Invalid(format!(
                 "generation {name} is already active"

@@ -156,7 +156,20 @@ fn draft_promote_rollback() {
     );
     // A commit after the draft was built: promotion must catch the draft up.
     s.commit(batch(vec![doc("b", "1", &["gamma"])])).unwrap();
-    let promoted = s.promote(None).unwrap();
+    // draft → shadow → active: no verdict, or a failed one, keeps the draft out.
+    let refused = s.promote(None, false).unwrap_err().to_string();
+    assert!(refused.contains("not been shadowed"), "{refused}");
+    s.save_shadow(
+        &draft.name,
+        &serde_json::json!({"passed": false, "verdict": "bm25: overlap@k 0.5 < 0.9"}),
+    )
+    .unwrap();
+    let refused = s.promote(None, false).unwrap_err().to_string();
+    assert!(refused.contains("overlap@k 0.5"), "{refused}");
+    assert_eq!(s.active().name, first, "a refused promote changes nothing");
+    s.save_shadow(&draft.name, &serde_json::json!({"passed": true}))
+        .unwrap();
+    let promoted = s.promote(None, false).unwrap();
     assert_eq!(promoted.name, draft.name);
     assert_eq!(promoted.chunks, 3);
     let list = s.list_generations().unwrap();
