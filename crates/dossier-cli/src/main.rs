@@ -137,7 +137,7 @@ enum Command {
     Status,
     /// Copy the whole store (--store) to a new store at --to: a directory or a
     /// postgres:// database, either way round; then compare both sides kind by kind
-    /// (counts and digests). Exits 3 when they differ.
+    /// (counts and digests). Exits 3 when they differ or the new index does not match.
     Migrate(migrate::MigrateArgs),
     /// Install the e5 model into the user's data directory, so that `dossier` runs from
     /// any directory (a binary installed anywhere, e.g. with `cargo install`).
@@ -819,9 +819,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Setup(args) => setup::run(args, cli.json),
-        Command::Migrate(args) => {
-            migrate::run(&store_location(cli), args, cli.index_dir.clone(), cli.json)
-        }
+        Command::Migrate(args) => migrate::run(&store_location(cli), args, cli.json),
         Command::Status => {
             let engine = open_existing(cli)?;
             let store = engine.store();

@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
@@ -32,6 +33,12 @@ pub struct MigrateArgs {
     /// (a directory must be absent or empty); it is created with the source's embedder.
     #[arg(long, value_name = "DEST")]
     to: String,
+    /// With a database destination: where this process builds the destination's lexical
+    /// index (default: under the user's cache, named after the database). The global
+    /// --index-dir is not used for it: that is the source's, and two stores must never
+    /// share an index directory.
+    #[arg(long, value_name = "DIR")]
+    to_index_dir: Option<PathBuf>,
 }
 
 /// Most document versions one destination commit carries.
@@ -44,7 +51,8 @@ const CHUNK_BATCH: usize = 5_000;
 /// table still goes whole.
 const ROW_BATCH: usize = 10_000;
 
-/// Exit status when the copy finished but the two sides differ.
+/// Exit status when the copy finished but did not verify: the two sides differ, or the
+/// destination's index does not reflect its catalog.
 const EXIT_DIFFERS: u8 = 3;
 
 /// The kinds the check compares, in report order.
@@ -60,13 +68,24 @@ const KINDS: [&str; 7] = [
 
 /// One kind of catalog content on both sides.
 #[derive(Debug, Serialize)]
-pub struct KindCheck {
-    pub kind: &'static str,
-    pub source: u64,
-    pub destination: u64,
-    pub source_digest: String,
-    pub destination_digest: String,
-    pub equal: bool,
+struct KindCheck {
+    kind: &'static str,
+    source: u64,
+    destination: u64,
+    source_digest: String,
+    destination_digest: String,
+    equal: bool,
+}
+
+/// The destination's active index generation as this process left it.
+#[derive(Debug, Serialize)]
+struct IndexCheck {
+    dir: PathBuf,
+    generation: u64,
+    chunks: u64,
+    /// HNSW vectors: a database destination searches vectors itself and keeps none.
+    vectors: usize,
+    ok: bool,
 }
 
 /// What one migration did, as `--json` prints it.
@@ -81,11 +100,15 @@ struct Report {
     dim: usize,
     /// Destination commits written.
     commits: u64,
-    /// True when every kind is equal on both sides.
+    /// True when every kind is equal on both sides and the index reflects the catalog.
     verified: bool,
-    /// The kinds that differ (empty when verified).
+    /// The kinds that differ, and `index` when the index does not reflect the catalog
+    /// (empty when verified).
     differs: Vec<&'static str>,
     kinds: Vec<KindCheck>,
+    /// The destination's active index after the copy, and whether it reflects the
+    /// destination's catalog (every chunk, the last generation).
+    index: IndexCheck,
     /// The source's catalog generation before the copy and at the check: when they
     /// differ, someone wrote to the source meanwhile.
     source_generation: [u64; 2],
@@ -104,14 +127,9 @@ fn backend(l: &StoreLocation) -> &'static str {
 }
 
 /// `dossier migrate`: copy, index, verify, report.
-pub fn run(
-    source: &StoreLocation,
-    args: &MigrateArgs,
-    index_dir: Option<std::path::PathBuf>,
-    json: bool,
-) -> Result<ExitCode> {
+pub fn run(source: &StoreLocation, args: &MigrateArgs, json: bool) -> Result<ExitCode> {
     let started = Instant::now();
-    let dest = StoreLocation::parse(&args.to).with_index_dir(index_dir);
+    let dest = StoreLocation::parse(&args.to).with_index_dir(args.to_index_dir.clone());
     let (from, to) = (source.shown(), dest.shown());
 
     let (manifest, src) = open_source(source)?;
@@ -158,6 +176,7 @@ pub fn run(
     let t = Instant::now();
     store.refresh().with_context(left)?;
     let index_s = t.elapsed().as_secs_f64();
+    let index = check_index(&store)?;
 
     eprintln!("migrate: verifying {to} against {from}");
     let t = Instant::now();
@@ -168,7 +187,11 @@ pub fn run(
     let generation_after = src.generation()?;
     let verify_s = t.elapsed().as_secs_f64();
 
-    let differs: Vec<&'static str> = kinds.iter().filter(|k| !k.equal).map(|k| k.kind).collect();
+    let mut differs: Vec<&'static str> =
+        kinds.iter().filter(|k| !k.equal).map(|k| k.kind).collect();
+    if !index.ok {
+        differs.push("index");
+    }
     let report = Report {
         from,
         to,
@@ -181,6 +204,7 @@ pub fn run(
         verified: differs.is_empty(),
         differs,
         kinds,
+        index,
         source_generation: [generation_before, generation_after],
         copy_s,
         index_s,
@@ -195,21 +219,62 @@ pub fn run(
     if report.verified {
         return Ok(ExitCode::SUCCESS);
     }
-    let why = if generation_before != generation_after {
-        format!(
-            " (the source was written during the migration: generation {generation_before} → {generation_after})"
-        )
-    } else {
-        String::new()
-    };
-    eprintln!(
-        "error: {} differ between {} and {}{why}; {} is left as it is for inspection",
-        report.differs.join(", "),
-        report.from,
-        report.to,
-        report.to
-    );
+    let contents: Vec<&str> = report
+        .kinds
+        .iter()
+        .filter(|k| !k.equal)
+        .map(|k| k.kind)
+        .collect();
+    if !contents.is_empty() {
+        let why = if generation_before != generation_after {
+            format!(
+                " (the source was written during the migration: generation {generation_before} → {generation_after})"
+            )
+        } else {
+            String::new()
+        };
+        eprintln!(
+            "error: {} differ between {} and {}{why}; {} is left as it is for inspection",
+            contents.join(", "),
+            report.from,
+            report.to,
+            report.to
+        );
+    }
+    if !report.index.ok {
+        let i = &report.index;
+        eprintln!(
+            "error: the index at {} does not reflect {} (generation {} with {} chunks; the catalog is at generation {} with {} chunks), most likely because another store left it there; the copy itself is complete. Remove {} (derived data, rebuilt on next use)",
+            i.dir.display(),
+            report.to,
+            i.generation,
+            i.chunks,
+            store.catalog().generation()?,
+            store.catalog().chunk_count()?,
+            store.dir().join("indexes").display()
+        );
+    }
     Ok(ExitCode::from(EXIT_DIFFERS))
+}
+
+/// Whether the destination's active index reflects its catalog: the last generation and
+/// every chunk (and, when it keeps them, every vector). An index directory that another
+/// store left behind — a database dropped and recreated under the same URL, or an index
+/// directory named twice — believes itself further along than the new catalog, and
+/// replaying the change log into it changes nothing; this is where that shows.
+fn check_index(store: &Store) -> Result<IndexCheck> {
+    let active = store.active();
+    let info = active.info("active")?;
+    let catalog = store.catalog();
+    let chunks = catalog.chunk_count()?;
+    let vectors_ok = catalog.searches_vectors() || info.vectors as u64 == chunks;
+    Ok(IndexCheck {
+        dir: active.dir.clone(),
+        generation: info.catalog_generation,
+        chunks: info.chunks,
+        vectors: info.vectors,
+        ok: info.catalog_generation == catalog.generation()? && info.chunks == chunks && vectors_ok,
+    })
 }
 
 fn print_text(r: &Report) {
@@ -231,6 +296,18 @@ fn print_text(r: &Report) {
             if k.equal { "yes" } else { "NO" }
         );
     }
+    println!(
+        "index {} at generation {}: {} chunks, {} vectors{}",
+        r.index.dir.display(),
+        r.index.generation,
+        r.index.chunks,
+        r.index.vectors,
+        if r.index.ok {
+            ""
+        } else {
+            " — does NOT reflect the catalog"
+        }
+    );
     println!(
         "copy {:.2} s, index {:.2} s, verify {:.2} s, total {:.2} s",
         r.copy_s, r.index_s, r.verify_s, r.total_s
@@ -314,7 +391,7 @@ fn check_destination(dest: &StoreLocation) -> Result<()> {
 /// Documents go in the order of their source ordinals, so the destination numbers them
 /// in the same relative order: anything that breaks ties by ordinal (ranking, the HNSW
 /// build) then behaves as it did on the source.
-pub fn copy(
+fn copy(
     src: &dyn CatalogBackend,
     dst: &dyn CatalogBackend,
     dim: usize,
@@ -331,13 +408,7 @@ pub fn copy(
     progress.start("copying", docs.len() as u64);
     let mut rest = &docs[..];
     while !rest.is_empty() {
-        // At least one document per commit, however many chunks it has.
-        let (mut n, mut c) = (0, 0);
-        while n < rest.len() && n < DOC_BATCH && (n == 0 || c + rest[n].seqs.len() <= CHUNK_BATCH) {
-            c += rest[n].seqs.len();
-            n += 1;
-        }
-        let (group, next) = rest.split_at(n);
+        let (group, next) = rest.split_at(batch_len(rest));
         rest = next;
         let documents = read_documents(src, group, dim)?;
         dst.commit(CommitBatch {
@@ -390,6 +461,21 @@ pub fn copy(
         commits += 1;
     }
     Ok(commits)
+}
+
+/// How many of `docs` the next commit takes: up to [`DOC_BATCH`] documents and
+/// [`CHUNK_BATCH`] chunks, and at least one document however many chunks it has.
+fn batch_len(docs: &[DocEntry]) -> usize {
+    let mut chunks = 0;
+    let n = docs
+        .iter()
+        .take(DOC_BATCH)
+        .take_while(|d| {
+            chunks += d.seqs.len();
+            chunks <= CHUNK_BATCH
+        })
+        .count();
+    n.max(1).min(docs.len())
 }
 
 /// The chunks and vectors of `group`, read in one pass, as documents to commit.
@@ -840,6 +926,22 @@ mod tests {
         .unwrap();
         let e = copy(&src, &dst, 8, &mut Quiet).unwrap_err().to_string();
         assert!(e.contains("a@1") && e.contains("dimension 4"), "{e}");
+    }
+
+    #[test]
+    fn batches_are_bounded_by_documents_and_chunks_but_never_empty() {
+        let entry = |n: usize| DocEntry {
+            meta: doc("t", "a", "1", 0).meta,
+            dv: 0,
+            seqs: (0..n as u64).collect(),
+        };
+        let many: Vec<DocEntry> = (0..DOC_BATCH + 3).map(|_| entry(1)).collect();
+        assert_eq!(batch_len(&many), DOC_BATCH);
+        let long = [entry(CHUNK_BATCH - 1), entry(2), entry(1)];
+        assert_eq!(batch_len(&long), 1);
+        assert_eq!(batch_len(&[entry(CHUNK_BATCH * 3), entry(1)]), 1);
+        assert_eq!(batch_len(&[entry(3), entry(4)]), 2);
+        assert_eq!(batch_len(&[]), 0);
     }
 
     #[test]

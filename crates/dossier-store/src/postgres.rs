@@ -595,7 +595,10 @@ impl CatalogBackend for PgCatalog {
         }
         let dvs: Vec<i32> = admit.ordinals().map(|o| o as i32).collect();
         let limit = k as i64;
-        let ef = (k.max(40) as i64).min(1000);
+        // The candidate list of the HNSW scan: pgvector's default of 40 gave recall@10
+        // 0.92 against the exact scan on the filtered 10k benchmark; 10·k (at least
+        // 100) is what the embedded index's search spends too.
+        let ef = ((k * 10).clamp(100, 1000)) as i64;
         let mut c = self.client()?;
         let mut tx = c.transaction().map_err(pg)?;
         // The admission set is applied inside the HNSW scan: with iterative scans the

@@ -364,6 +364,14 @@ impl From<&PathBuf> for StoreLocation {
     }
 }
 
+/// Whether `indexes` belongs to a shared store's replica directory (no manifest beside
+/// it) rather than to a store directory (whose `manifest.json` is its parent's).
+fn manifest_is_elsewhere(indexes: &Path) -> bool {
+    indexes
+        .parent()
+        .is_none_or(|store| !store.join("manifest.json").exists())
+}
+
 /// Where a shared store's replicas keep their lexical indexes by default.
 fn default_index_root(url: &str) -> PathBuf {
     let cache = std::env::var_os("XDG_CACHE_HOME")
@@ -516,11 +524,15 @@ impl Store {
     ) -> Result<Store> {
         let dim = manifest.dim;
         let indexes = dir.join("indexes");
+        Self::bind_indexes(&indexes, &manifest)?;
         let mut ptr = read_pointer(&indexes)?;
         let active = match &ptr.active {
             Some(name) => {
                 let g = Generation::open(name, &indexes.join(name), dim)?;
-                if g.catch_up(catalog.as_ref())? {
+                // An index ahead of the catalog was built from other data (a database
+                // restored from an older backup): it cannot be caught up, only rebuilt.
+                let ahead = g.generation()? > catalog.generation()?;
+                if !ahead && g.catch_up(catalog.as_ref())? {
                     g
                 } else {
                     // The change log no longer reaches this generation: rebuild.
@@ -559,6 +571,39 @@ impl Store {
             writer: Mutex::new(()),
             _replica_lock: replica_lock,
         })
+    }
+
+    /// Ties an index directory to one store: its manifest's digest (creation time,
+    /// model, dimension) is written beside the generations, and a directory holding
+    /// another store's indexes — a database dropped and created again at the same URL,
+    /// an `--index-dir` reused for another database — is emptied, so its generations
+    /// are rebuilt from this catalog instead of being taken for up to date.
+    fn bind_indexes(indexes: &Path, manifest: &Manifest) -> Result<()> {
+        let id = blake3::hash(&serde_json::to_vec(manifest)?)
+            .to_hex()
+            .to_string();
+        let p = indexes.join("STORE_ID");
+        match std::fs::read_to_string(&p) {
+            Ok(found) if found.trim() == id => return Ok(()),
+            Ok(_) => {
+                std::fs::remove_dir_all(indexes).map_err(io_err(indexes))?;
+                std::fs::create_dir_all(indexes).map_err(io_err(indexes))?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // Stores made before this file existed hold their own indexes; a
+                // shared store's index directory without it is adopted only if empty.
+                let holds_generations = std::fs::read_dir(indexes)
+                    .map_err(io_err(indexes))?
+                    .filter_map(|e| e.ok())
+                    .any(|e| e.path().is_dir());
+                if holds_generations && manifest_is_elsewhere(indexes) {
+                    std::fs::remove_dir_all(indexes).map_err(io_err(indexes))?;
+                    std::fs::create_dir_all(indexes).map_err(io_err(indexes))?;
+                }
+            }
+            Err(e) => return Err(io_err(&p)(e)),
+        }
+        std::fs::write(&p, &id).map_err(io_err(&p))
     }
 
     fn new_generation(indexes: &Path, dim: usize) -> Result<Generation> {

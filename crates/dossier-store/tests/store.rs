@@ -382,3 +382,39 @@ fn the_view_updated_commit_by_commit_equals_one_rebuilt_from_the_catalog() {
         "seed {seed} (VIEW_SEED={seed} reproduces)"
     );
 }
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else if e.file_name() != "replica.lock" {
+            std::fs::copy(e.path(), &target).unwrap();
+        }
+    }
+}
+
+/// Defect: an index directory was trusted by its generation number alone, so another
+/// store's indexes at the same generation (a database dropped and created again at the
+/// same URL, an index directory reused for another database) served the other store's
+/// chunks. Indexes are now bound to their store and rebuilt when they are not its own.
+#[test]
+fn another_stores_indexes_are_rebuilt_not_trusted() {
+    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = open(a_dir.path());
+    a.commit(batch(vec![doc("a", "1", &["alpha one", "alpha two"])]))
+        .unwrap();
+    let a_indexes = a.dir().join("indexes");
+    let b = open(b_dir.path());
+    b.commit(batch(vec![doc("b", "1", &["beta"])])).unwrap();
+    let b_indexes = b.dir().join("indexes");
+    drop(b);
+    std::fs::remove_dir_all(&b_indexes).unwrap();
+    copy_dir(&a_indexes, &b_indexes);
+    drop(a);
+    let b = open(b_dir.path());
+    assert_eq!(b.catalog().chunk_count().unwrap(), 1);
+    assert_eq!(b.active().bm25.len(), 1, "store a's index served store b");
+}
