@@ -258,6 +258,7 @@ pub async fn start_reindex_job(
     let force = crate::routes::query(&rid, q)?.force;
     let permit = state.begin_expensive_write(&caller)?;
     let job = state.jobs.start(&caller.tenant, "reindex", &rid.0);
+    state.record_jobs(&rid).await?;
     let info = state
         .jobs
         .get(None, &caller.tenant, job.id())

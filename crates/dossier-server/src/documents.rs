@@ -426,6 +426,7 @@ pub async fn start_ingest_job(
     let write_dir = dir.clone();
     let paths = blocking(&rid, move || write_upload(&write_dir, &files)).await?;
     let mut job = state.jobs.start(&caller.tenant, "ingest", &rid.0);
+    state.record_jobs(&rid).await?;
     let info = state
         .jobs
         .get(None, &caller.tenant, job.id())

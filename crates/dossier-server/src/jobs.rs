@@ -196,7 +196,7 @@ impl Jobs {
                 return Err(e);
             }
         }
-        pg.jobs_fail_abandoned(ABANDONED_AFTER, &|body| {
+        pg.jobs_fail_abandoned(ABANDONED_AFTER, &|body, replica| {
             let mut info: JobInfo = match serde_json::from_slice(body) {
                 Ok(i) => i,
                 Err(_) => return body.to_vec(),
@@ -204,9 +204,9 @@ impl Jobs {
             info.status = "failed".into();
             info.finished_at = Some(chrono::Utc::now().to_rfc3339());
             info.error = Some(format!(
-                "the replica running it stopped (no heartbeat for {} s) during `{}`; each \
-                 commit it made is whole and kept, nothing after it was written; send the \
-                 upload again to finish (documents already stored are skipped)",
+                "the replica running it ({replica}) stopped (no heartbeat for {} s) during \
+                 `{}`; each commit it made is whole and kept, nothing after it was written; \
+                 send the upload again to finish (documents already stored are skipped)",
                 ABANDONED_AFTER.as_secs(),
                 info.stage
             ));

@@ -157,6 +157,23 @@ impl AppState {
 
     /// The checks every write makes before it starts: an admin key, and a server that
     /// is not shutting down.
+    /// With a shared store, writes the jobs table now (a job just accepted must be
+    /// there before its id is answered: a replica killed right after the answer would
+    /// otherwise leave an id no replica knows).
+    pub(crate) async fn record_jobs(&self, rid: &RequestId) -> Result<(), ApiError> {
+        if !self.engine.store().location().is_shared() {
+            return Ok(());
+        }
+        let (engine, jobs) = (self.engine.clone(), self.jobs.clone());
+        routes::blocking(rid, move || match engine.store().shared() {
+            Some(pg) => jobs
+                .sync(pg)
+                .map_err(|e| Failure::from(dossier_engine::Error::from(e))),
+            None => Ok(()),
+        })
+        .await
+    }
+
     pub(crate) fn begin_write(&self, caller: &Caller) -> Result<(), ApiError> {
         caller.require_admin()?;
         if self.is_stopping() {

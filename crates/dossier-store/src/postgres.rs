@@ -52,8 +52,13 @@ pub struct PgCatalog {
     shown: String,
 }
 
-fn pg(e: impl std::fmt::Display) -> Error {
-    Error::Catalog(format!("postgres: {e}"))
+/// A database error with the server's own message (`postgres::Error`'s display says only
+/// "db error" for those).
+fn pg(e: postgres::Error) -> Error {
+    match e.as_db_error() {
+        Some(db) => Error::Catalog(format!("postgres: {}: {}", db.code().code(), db.message())),
+        None => Error::Catalog(format!("postgres: {e}")),
+    }
 }
 
 /// `url` without its password, fit for messages and logs.
@@ -229,19 +234,20 @@ impl PgCatalog {
     }
 
     /// Jobs still queued or running whose owner has not renewed their heartbeat for
-    /// `stale`: their replica stopped. `fail` rewrites each body as failed; each is
+    /// `stale`: their replica stopped. `fail` rewrites each body (given its owner) as
+    /// failed; each is
     /// claimed row by row (`SKIP LOCKED`), so two replicas never report one twice.
     pub fn jobs_fail_abandoned(
         &self,
         stale: Duration,
-        fail: &dyn Fn(&[u8]) -> Vec<u8>,
+        fail: &dyn Fn(&[u8], &str) -> Vec<u8>,
     ) -> Result<usize> {
         let mut c = self.client()?;
         let mut tx = c.transaction().map_err(pg)?;
         let secs = stale.as_secs_f64();
         let rows = tx
             .query(
-                "SELECT id, body FROM jobs WHERE status IN ('queued', 'running')
+                "SELECT id, body, owner FROM jobs WHERE status IN ('queued', 'running')
                  AND heartbeat_at < now() - make_interval(secs => $1)
                  FOR UPDATE SKIP LOCKED",
                 &[&secs],
@@ -251,7 +257,7 @@ impl PgCatalog {
             let id: &str = r.get(0);
             tx.execute(
                 "UPDATE jobs SET status = 'failed', body = $2 WHERE id = $1",
-                &[&id, &fail(r.get(1))],
+                &[&id, &fail(r.get(1), r.get(2))],
             )
             .map_err(pg)?;
         }
