@@ -88,6 +88,10 @@ struct CommitCost {
     first_query_other_tenant_ms: Vec<f64>,
     /// The first graph-mode query in the tenant the commit touched (its graph is rebuilt).
     first_query_same_tenant_ms: Vec<f64>,
+    /// A second graph-mode query in the untouched tenant: the warm baseline.
+    warm_query_other_tenant_ms: Vec<f64>,
+    /// Where each commit's time went.
+    stats: Vec<dossier_store::CommitStats>,
 }
 
 #[derive(Serialize)]
@@ -507,6 +511,8 @@ fn measure_commits(
         commit_p50_ms: 0.0,
         first_query_other_tenant_ms: Vec::new(),
         first_query_same_tenant_ms: Vec::new(),
+        warm_query_other_tenant_ms: Vec::new(),
+        stats: Vec::new(),
     };
     let stamp = chrono::Utc::now().timestamp_millis();
     for i in 0..n {
@@ -529,7 +535,10 @@ fn measure_commits(
         let t = Instant::now();
         engine.store().commit(batch)?;
         cost.commit_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+        cost.stats.push(engine.store().last_commit_stats());
         cost.first_query_other_tenant_ms
+            .push(graph_query("t0-all", &mut rng)?);
+        cost.warm_query_other_tenant_ms
             .push(graph_query("t0-all", &mut rng)?);
         cost.first_query_same_tenant_ms
             .push(graph_query(&format!("{tenant}-all"), &mut rng)?);

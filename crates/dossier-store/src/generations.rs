@@ -47,6 +47,17 @@ pub struct GenerationInfo {
     pub built_at: String,
 }
 
+/// Where the time of bringing a generation up to date went, in milliseconds.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct ApplyStats {
+    /// Reading the added chunks (and vectors) from the catalog.
+    pub read_ms: f64,
+    /// BM25: deletes, adds and the commit.
+    pub text_ms: f64,
+    /// HNSW: inserts and the save.
+    pub vectors_ms: f64,
+}
+
 /// An opened generation.
 pub struct Generation {
     pub name: String,
@@ -133,13 +144,16 @@ impl Generation {
             .min(self.meta.read().vectors_generation))
     }
 
-    /// Applies change sets (in order) to whichever index is behind.
-    pub fn apply(&self, catalog: &dyn CatalogBackend, changes: &[ChangeSet]) -> Result<()> {
+    /// Applies change sets (in order) to whichever index is behind; says where the time
+    /// went.
+    pub fn apply(&self, catalog: &dyn CatalogBackend, changes: &[ChangeSet]) -> Result<ApplyStats> {
         let bm25_gen = self.bm25.generation()?;
         let vec_gen = self.meta.read().vectors_generation;
+        let mut stats = ApplyStats::default();
         let Some(last) = changes.last().map(|c| c.generation) else {
-            return Ok(());
+            return Ok(stats);
         };
+        let ms = |t: std::time::Instant| t.elapsed().as_secs_f64() * 1000.0;
         // A catalog that searches vectors itself (pgvector) needs no HNSW here.
         let own_vectors = !catalog.searches_vectors();
         let mut texts = Vec::new();
@@ -156,6 +170,7 @@ impl Generation {
                 self.bm25.delete(&ch.removed)?;
             }
             let mut pending = Vec::new();
+            let t = std::time::Instant::now();
             catalog.for_each_chunk(Some(&ch.added), &mut |c, v| {
                 if do_text {
                     texts.push(TextDoc {
@@ -169,15 +184,23 @@ impl Generation {
                 }
                 Ok(())
             })?;
+            stats.read_ms += ms(t);
+            let t = std::time::Instant::now();
             vectors.add_batch(&pending)?;
+            stats.vectors_ms += ms(t);
+            let t = std::time::Instant::now();
             if !texts.is_empty() {
                 self.bm25.add(&texts)?;
                 texts.clear();
             }
+            stats.text_ms += ms(t);
         }
+        let t = std::time::Instant::now();
         if last > bm25_gen {
             self.bm25.commit(last)?;
         }
+        stats.text_ms += ms(t);
+        let t = std::time::Instant::now();
         if last > vec_gen {
             if own_vectors {
                 vectors.save(&self.dir.join("vectors.hnsw"))?;
@@ -186,7 +209,8 @@ impl Generation {
             meta.vectors_generation = last;
             write_json_atomic(&self.dir.join("gen.json"), &*meta)?;
         }
-        Ok(())
+        stats.vectors_ms += ms(t);
+        Ok(stats)
     }
 
     /// Brings the generation up to the catalog: replays the change log, or reports

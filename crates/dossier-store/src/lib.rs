@@ -31,7 +31,7 @@ pub mod testing;
 pub use catalog::{Catalog, CatalogBackend, ChangeSet, DocEntry, StoredChunk};
 pub use generations::GenerationInfo;
 pub use scope::Scope;
-pub use store::{DocsView, Manifest, Snapshot, Store, StoreLocation, FORMAT_VERSION};
+pub use store::{CommitStats, DocsView, Manifest, Snapshot, Store, StoreLocation, FORMAT_VERSION};
 
 /// Errors of the store.
 #[derive(Debug, thiserror::Error)]

@@ -13,7 +13,7 @@ use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::{doc_key, Catalog, CatalogBackend, ChangeSet, CommitBatch, DocEntry, DocKey};
-use crate::generations::{read_pointer, write_pointer, Generation, GenerationInfo};
+use crate::generations::{read_pointer, write_pointer, ApplyStats, Generation, GenerationInfo};
 use crate::postgres::PgCatalog;
 use crate::scope::Scope;
 use crate::{io_err, Error, Result};
@@ -289,6 +289,16 @@ impl TenantGenerations {
     }
 }
 
+/// Where the time of one commit went, in milliseconds.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct CommitStats {
+    /// The catalog transaction (0 for commits replayed from elsewhere).
+    pub catalog_ms: f64,
+    pub indexes: ApplyStats,
+    /// The document view's update.
+    pub view_ms: f64,
+}
+
 /// Where a store lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreLocation {
@@ -423,6 +433,7 @@ pub struct Store {
     shared: Option<Arc<PgCatalog>>,
     current: RwLock<Arc<Snapshot>>,
     writer: Mutex<()>,
+    last_commit: Mutex<CommitStats>,
     /// Held for the store's life: this replica's claim on its index directory.
     _replica_lock: Option<std::fs::File>,
 }
@@ -569,6 +580,7 @@ impl Store {
                 tenant_generations: Arc::new(tenant_generations),
             })),
             writer: Mutex::new(()),
+            last_commit: Mutex::new(CommitStats::default()),
             _replica_lock: replica_lock,
         })
     }
@@ -696,9 +708,17 @@ impl Store {
     /// next open catches up.
     pub fn commit(&self, batch: CommitBatch) -> Result<ChangeSet> {
         let _writer = self.writer.lock();
+        let t = std::time::Instant::now();
         let change = self.catalog.commit(batch)?;
+        let catalog_ms = t.elapsed().as_secs_f64() * 1000.0;
         self.catch_up_locked()?;
+        self.last_commit.lock().catalog_ms = catalog_ms;
         Ok(change)
+    }
+
+    /// Where the time of the last commit or catch-up went (for benchmarks and operators).
+    pub fn last_commit_stats(&self) -> CommitStats {
+        *self.last_commit.lock()
     }
 
     /// Brings this process up to the catalog: replays commits made elsewhere (another
@@ -728,9 +748,15 @@ impl Store {
         if changes.is_empty() {
             return Ok(false);
         }
-        snap.active.apply(self.catalog.as_ref(), &changes)?;
+        let indexes = snap.active.apply(self.catalog.as_ref(), &changes)?;
+        let t = std::time::Instant::now();
         let view = snap.view.updated(&changes, self.catalog.as_ref())?;
         self.publish(Some(view), None, &changes);
+        *self.last_commit.lock() = CommitStats {
+            catalog_ms: 0.0,
+            indexes,
+            view_ms: t.elapsed().as_secs_f64() * 1000.0,
+        };
         Ok(true)
     }
 
