@@ -196,12 +196,21 @@ pub trait CatalogBackend: Send + Sync {
     fn model_candidates(&self) -> Result<Vec<ModelCandidate>>;
     /// Writes `batch` in one transaction and returns what changed.
     fn commit(&self, batch: CommitBatch) -> Result<ChangeSet>;
-    /// The `k` admitted chunks nearest `q`, when this catalog searches vectors itself
-    /// (pgvector); `None` when the index generation's own HNSW does (redb).
+    /// Whether this catalog searches vectors itself (pgvector), so that index
+    /// generations hold no HNSW.
     fn searches_vectors(&self) -> bool {
         false
     }
-    fn search_vectors(&self, _q: &[f32], _k: usize, _admit: &Admit) -> Result<Option<Vec<Scored>>> {
+    /// The `k` admitted chunks nearest `q`, when this catalog searches vectors itself;
+    /// `None` when the index generation's own HNSW does (redb). `exact` asks for a
+    /// scan of the admitted rows instead of the graph (the caller judged it cheaper).
+    fn search_vectors(
+        &self,
+        _q: &[f32],
+        _k: usize,
+        _admit: &Admit,
+        _exact: bool,
+    ) -> Result<Option<Vec<Scored>>> {
         Ok(None)
     }
 }

@@ -595,9 +595,18 @@ impl CatalogBackend for PgCatalog {
         true
     }
 
-    fn search_vectors(&self, q: &[f32], k: usize, admit: &Admit) -> Result<Option<Vec<Scored>>> {
+    fn search_vectors(
+        &self,
+        q: &[f32],
+        k: usize,
+        admit: &Admit,
+        exact: bool,
+    ) -> Result<Option<Vec<Scored>>> {
         if k == 0 || admit.is_empty() {
             return Ok(Some(Vec::new()));
+        }
+        if exact {
+            return self.search_vectors_exact(q, k, admit).map(Some);
         }
         let dvs: Vec<i32> = admit.ordinals().map(|o| o as i32).collect();
         let limit = k as i64;

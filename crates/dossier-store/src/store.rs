@@ -675,10 +675,24 @@ impl Store {
         k: usize,
         admit: &Admit,
     ) -> Result<Vec<dossier_index::Scored>> {
-        match self.catalog.search_vectors(q, k, admit)? {
-            Some(hits) => Ok(hits),
-            None => Ok(snap.active.vectors.read().search(q, k, admit)),
+        if !self.catalog.searches_vectors() {
+            return Ok(snap.active.vectors.read().search(q, k, admit));
         }
+        // The embedded index's cost rule, for the database's HNSW: scan the admitted
+        // rows when there are fewer of them than a graph search would visit
+        // (ef · 2M · log₂ N distance computations, ef and M as the database's index and
+        // search use them). A narrow scope then gets the exact top-k, cheaply.
+        let (admitted, total) = snap.view.entries.iter().fold((0usize, 0usize), |(a, t), e| {
+            let n = e.seqs.len();
+            (a + if admit.contains(e.dv) { n } else { 0 }, t + n)
+        });
+        let ef = (k * 10).clamp(100, 1000);
+        let graph_cost = ef * 2 * 16 * (usize::BITS - total.max(2).leading_zeros()) as usize;
+        let exact = admitted <= graph_cost;
+        Ok(self
+            .catalog
+            .search_vectors(q, k, admit, exact)?
+            .unwrap_or_default())
     }
 
     /// Publishes a new view and/or active generation as one snapshot, with the change
