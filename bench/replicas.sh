@@ -51,6 +51,8 @@ URL="$("$ROOT/scripts/pg" start)"
     "$SCENARIOS/shop" "$SCENARIOS/acme" > "$OUT/ingest.txt" 2>&1
 python3 "$ROOT/bench/wrk/requests.py" keys "$WORK/keys.yaml"
 python3 "$ROOT/bench/wrk/requests.py" lists "$SCENARIOS/scenarios.yaml" "$WORK" > /dev/null
+# An admin key for the uploads the lag is timed with.
+python3 -c "import hashlib; print('- {key_sha256: %s, principal: zhang, admin: true}' % hashlib.sha256(b'bench-admin').hexdigest())" >> "$WORK/keys.yaml"
 
 serve() { # NAME PORT
     "$BIN" --store "$URL" --index-dir "$WORK/$1" serve --addr "127.0.0.1:$2" \
@@ -75,7 +77,7 @@ A, B = "http://127.0.0.1:18491", "http://127.0.0.1:18492"
 def call(base, path, body=None):
     req = urllib.request.Request(base + path, method="POST" if body else "GET",
         data=json.dumps(body).encode() if body else None,
-        headers={"Authorization": "Bearer bench-zhang", "Content-Type": "application/json"})
+        headers={"Authorization": "Bearer bench-admin", "Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=60) as r:
         return json.load(r)
 lags = []

@@ -170,24 +170,6 @@ impl PgCatalog {
         Ok(m.clone())
     }
 
-    /// Runs `f` with a session advisory lock on `key` held, or returns `None` at once
-    /// when another process holds it: two replicas never run the same job.
-    pub fn exclusively<T>(&self, key: &str, f: impl FnOnce() -> T) -> Result<Option<T>> {
-        let mut c = self.client()?;
-        let id = lock_id(key);
-        let got: bool = c
-            .query_one("SELECT pg_try_advisory_lock($1)", &[&id])
-            .map_err(pg)?
-            .get(0);
-        if !got {
-            return Ok(None);
-        }
-        let out = f();
-        c.execute("SELECT pg_advisory_unlock($1)", &[&id])
-            .map_err(pg)?;
-        Ok(Some(out))
-    }
-
     /// Writes a job's state (`body`, the server's JSON of it) and renews its heartbeat.
     pub fn job_save(
         &self,
@@ -283,12 +265,6 @@ impl Drop for PgCatalog {
             let _ = std::thread::spawn(move || drop(pool)).join();
         }
     }
-}
-
-/// A stable advisory-lock id for a job name.
-fn lock_id(key: &str) -> i64 {
-    let h = blake3::hash(key.as_bytes());
-    i64::from_le_bytes(h.as_bytes()[..8].try_into().expect("8 bytes"))
 }
 
 fn i64_of(v: u64) -> Result<i64> {
