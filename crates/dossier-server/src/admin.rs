@@ -334,6 +334,23 @@ pub struct GenerationOut {
     pub shadow: Option<Value>,
 }
 
+impl GenerationOut {
+    fn of(
+        store: &dossier_engine::dossier_store::Store,
+        g: dossier_engine::dossier_store::GenerationInfo,
+    ) -> GenerationOut {
+        GenerationOut {
+            shadow: store.shadow_report(&g.name).ok().flatten(),
+            name: g.name,
+            status: g.status,
+            catalog_generation: g.catalog_generation,
+            chunks: g.chunks,
+            vectors: g.vectors,
+            built_at: g.built_at,
+        }
+    }
+}
+
 #[utoipa::path(get, path = "/v1/index/generations", tag = "jobs",
     security(("api_key" = [])),
     responses(
@@ -353,15 +370,7 @@ pub async fn list_generations(
             .map_err(|e| Failure::from(dossier_engine::Error::from(e)))?;
         Ok(list
             .into_iter()
-            .map(|g| GenerationOut {
-                shadow: store.shadow_report(&g.name).ok().flatten(),
-                name: g.name,
-                status: g.status,
-                catalog_generation: g.catalog_generation,
-                chunks: g.chunks,
-                vectors: g.vectors,
-                built_at: g.built_at,
-            })
+            .map(|g| GenerationOut::of(store, g))
             .collect())
     })
     .await
@@ -387,15 +396,7 @@ pub async fn rollback_generation(
             .store()
             .rollback()
             .map_err(|e| Failure::from(dossier_engine::Error::from(e)))?;
-        Ok(GenerationOut {
-            shadow: engine.store().shadow_report(&g.name).ok().flatten(),
-            name: g.name,
-            status: g.status,
-            catalog_generation: g.catalog_generation,
-            chunks: g.chunks,
-            vectors: g.vectors,
-            built_at: g.built_at,
-        })
+        Ok(GenerationOut::of(engine.store(), g))
     })
     .await;
     // Answers computed on the other generation are not served again.

@@ -267,6 +267,23 @@ impl Drop for PgCatalog {
     }
 }
 
+/// A read-only transaction that sees one commit throughout.
+fn snapshot<'a>(c: &'a mut postgres::Client) -> Result<Transaction<'a>> {
+    c.build_transaction()
+        .isolation_level(IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .map_err(pg)
+}
+
+/// The generation of the last commit, as `tx` sees it.
+fn last_generation(tx: &mut Transaction) -> Result<i64> {
+    Ok(tx
+        .query_one("SELECT generation FROM counters WHERE id = 1", &[])
+        .map_err(pg)?
+        .get(0))
+}
+
 fn i64_of(v: u64) -> Result<i64> {
     i64::try_from(v).map_err(|_| Error::Invalid(format!("{v} out of range")))
 }
@@ -356,16 +373,8 @@ impl CatalogBackend for PgCatalog {
     ) -> Result<u64> {
         let mut c = self.client()?;
         // One snapshot for the generation and every chunk read.
-        let mut tx = c
-            .build_transaction()
-            .isolation_level(IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .map_err(pg)?;
-        let generation: i64 = tx
-            .query_one("SELECT generation FROM counters WHERE id = 1", &[])
-            .map_err(pg)?
-            .get(0);
+        let mut tx = snapshot(&mut c)?;
+        let generation = last_generation(&mut tx)?;
         let visit = |rows: Vec<postgres::Row>,
                      f: &mut dyn FnMut(StoredChunk, Vec<f32>) -> Result<()>|
          -> Result<()> {
@@ -417,16 +426,8 @@ impl CatalogBackend for PgCatalog {
 
     fn changes_since(&self, generation: u64) -> Result<Option<Vec<ChangeSet>>> {
         let mut c = self.client()?;
-        let mut tx = c
-            .build_transaction()
-            .isolation_level(IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .map_err(pg)?;
-        let current: i64 = tx
-            .query_one("SELECT generation FROM counters WHERE id = 1", &[])
-            .map_err(pg)?
-            .get(0);
+        let mut tx = snapshot(&mut c)?;
+        let current = last_generation(&mut tx)?;
         let from = i64_of(generation)?;
         let rows = tx
             .query(
@@ -508,12 +509,7 @@ impl CatalogBackend for PgCatalog {
 
     fn record_tables(&self) -> Result<Vec<(RecordSchema, Vec<RecordRow>)>> {
         let mut c = self.client()?;
-        let mut tx = c
-            .build_transaction()
-            .isolation_level(IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .map_err(pg)?;
+        let mut tx = snapshot(&mut c)?;
         let mut out: Vec<(RecordSchema, Vec<RecordRow>)> = Vec::new();
         let mut at: HashMap<(String, String), usize> = HashMap::new();
         for r in tx
