@@ -213,9 +213,57 @@ fn answers(store: &str, cache: &Path, principal: &str, query: &str, mode: &str) 
         .as_array()
         .unwrap_or_else(|| panic!("no hits array:\n{r}"))
         .iter()
-        .map(|h| serde_json::json!([h["doc_id"], h["version"], h["section"]]))
+        .map(|h| serde_json::json!([h["doc_id"], h["version"], h["section"], h["score"]]))
         .collect();
     serde_json::json!({ "hits": hits, "conflicts": v["conflicts"] })
+}
+
+/// Scores closer than this are a tie: pgvector and the in-process kernels round inner
+/// products differently in the last bits, so near-ties may come out in either order.
+const TIE: f64 = 1e-4;
+
+/// Whether two stores answered alike: the same conflicts, the same hits with the same
+/// scores (within [`TIE`]), and every hit ranked above another by more than a tie on
+/// one store ranked above it on the other too.
+fn alike(a: &Value, b: &Value) -> Result<(), String> {
+    if a["conflicts"] != b["conflicts"] {
+        return Err("conflicts differ".into());
+    }
+    let hits = |v: &Value| -> Vec<(String, f64)> {
+        v["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| {
+                (
+                    format!("{}|{}|{}", h[0], h[1], h[2]),
+                    h[3].as_f64().unwrap_or(f64::NAN),
+                )
+            })
+            .collect()
+    };
+    let (ha, hb) = (hits(a), hits(b));
+    let keys = |h: &[(String, f64)]| {
+        let mut k: Vec<String> = h.iter().map(|x| x.0.clone()).collect();
+        k.sort();
+        k
+    };
+    if keys(&ha) != keys(&hb) {
+        return Err("different hits".into());
+    }
+    let rank_b = |k: &str| hb.iter().position(|x| x.0 == k).unwrap();
+    for (i, (ki, si)) in ha.iter().enumerate() {
+        let sb = hb[rank_b(ki)].1;
+        if (si - sb).abs() > TIE {
+            return Err(format!("{ki}: score {si} against {sb}"));
+        }
+        for (kj, sj) in &ha[i + 1..] {
+            if si - sj > TIE && rank_b(ki) > rank_b(kj) {
+                return Err(format!("{ki} ranked above {kj} on one store only"));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[test]
@@ -255,19 +303,18 @@ fn the_scenario_store_goes_to_postgres_and_back_and_answers_alike() {
         assert_eq!(status(s, &cache), first, "status of {s}");
     }
 
-    // The same hits for every principal, query and mode on every store. (Scores are not
-    // compared: a shared store's vector scores come from pgvector's arithmetic.)
+    // The same hits, scores and ranking for every principal, query and mode on every
+    // store, up to ties (see `alike`).
     let mut seen = 0;
     for (principal, query) in SEARCHES {
         for mode in ["graph", "hybrid", "bm25", "vector"] {
             let want = answers(&stores[0], &cache, principal, query, mode);
             seen += want["hits"].as_array().unwrap().len();
             for s in &stores[1..] {
-                assert_eq!(
-                    answers(s, &cache, principal, query, mode),
-                    want,
-                    "{principal} searching {query:?} ({mode}) on {s}"
-                );
+                let got = answers(s, &cache, principal, query, mode);
+                if let Err(why) = alike(&got, &want) {
+                    panic!("{principal} searching {query:?} ({mode}) on {s}: {why}\n{got}\n{want}");
+                }
             }
         }
     }
@@ -288,8 +335,9 @@ fn the_scenario_store_goes_to_postgres_and_back_and_answers_alike() {
     // The refused attempts changed nothing.
     assert_eq!(status(&pg, &cache), first);
 
-    // An index directory another store left behind is not taken for this one's: the
-    // acme runbook alone, into a new database, with the scenario copy's index directory.
+    // An index directory another store left behind is not taken for this one's (once a
+    // defect: it was, and served the other store's chunks): the acme runbook alone,
+    // into a new database, with the scenario copy's index directory.
     let shared = tmp.path().join("shared-index");
     let db3 = tmp.path().join("db3");
     fs::create_dir_all(&db3).unwrap();
@@ -307,11 +355,12 @@ fn the_scenario_store_goes_to_postgres_and_back_and_answers_alike() {
     let pg4 = database_for(&server, &db4);
     let mut args = to_shared.to_vec();
     args.push(&pg4);
-    let r = dossier(path(&acme), &cache, &args);
-    assert_eq!(r.code, Some(3), "{r}");
+    // The store binds its index directory to itself: the other store's indexes are
+    // rebuilt for this one, and the copy verifies.
+    let r = dossier(path(&acme), &cache, &args).ok();
     let report = r.json();
-    assert_eq!(report["differs"], serde_json::json!(["index"]), "{r}");
-    assert!(r.stderr.contains("does not reflect"), "{r}");
+    assert_eq!(report["index"]["ok"], true, "{r}");
+    assert_eq!(report["differs"], serde_json::json!([]), "{r}");
 }
 
 #[test]
