@@ -38,9 +38,14 @@ const LOCAL_HOPS: usize = 2;
 /// How far DEPENDS_ON is followed from a hit.
 const MAX_DEPENDS_ON_DEPTH: usize = 3;
 
-/// Tenant graphs by tenant, each with the catalog generation it reflects.
+/// Tenant graphs by tenant, each with the generation of its tenant it reflects. Each
+/// tenant has its own slot, locked while its graph is (re)built: concurrent requests of
+/// one tenant wait for the one build (single flight), and no tenant waits for another's.
 #[derive(Default)]
-pub(crate) struct GraphCache(Mutex<HashMap<String, Arc<TenantState>>>);
+pub(crate) struct GraphCache(Mutex<HashMap<String, Arc<GraphSlot>>>);
+
+/// One tenant's graph, once built.
+type GraphSlot = Mutex<Option<Arc<TenantState>>>;
 
 /// One tenant's graph and what queries need beside it.
 pub(crate) struct TenantState {
@@ -218,12 +223,20 @@ impl Engine {
         // Keyed by the tenant's own generation: a commit in another tenant leaves this
         // graph (and the views and reports hanging off it) alone.
         let generation = self.store.snapshot().tenant_generation(tenant);
-        let mut cache = self.graphs.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(s) = cache.get(tenant).filter(|s| s.generation == generation) {
+        let slot = self
+            .graphs
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(tenant.to_string())
+            .or_default()
+            .clone();
+        let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = slot.as_ref().filter(|s| s.generation == generation) {
             return Ok(s.clone());
         }
         let state = Arc::new(self.build_graph(tenant)?);
-        cache.insert(tenant.to_string(), state.clone());
+        *slot = Some(state.clone());
         Ok(state)
     }
 
@@ -873,6 +886,52 @@ impl NormalizedQuery {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A tenant whose graph is being built holds only its own slot: another tenant's
+    /// graph is built meanwhile, and the same tenant's next request waits for the build.
+    #[test]
+    fn a_graph_build_blocks_only_its_own_tenant() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Arc::new(
+            Engine::with_embedder(
+                dir.path(),
+                "hash:16",
+                Box::new(dossier_embed::HashEmbedder::new(16)),
+            )
+            .unwrap(),
+        );
+        // Tenant a's slot, held as a build would hold it.
+        let slot = engine
+            .graphs
+            .0
+            .lock()
+            .unwrap()
+            .entry("a".into())
+            .or_default()
+            .clone();
+        let building = slot.lock().unwrap();
+        let run = |tenant: &'static str| {
+            let (e, (tx, rx)) = (engine.clone(), std::sync::mpsc::channel());
+            std::thread::spawn(move || tx.send(e.tenant_graph(tenant).is_ok()).unwrap());
+            rx
+        };
+        let (same, other) = (run("a"), run("b"));
+        assert_eq!(
+            other.recv_timeout(std::time::Duration::from_secs(60)),
+            Ok(true),
+            "tenant b waited for tenant a's build"
+        );
+        assert!(
+            same.recv_timeout(std::time::Duration::from_millis(200))
+                .is_err(),
+            "tenant a built twice at once"
+        );
+        drop(building);
+        assert_eq!(
+            same.recv_timeout(std::time::Duration::from_secs(60)),
+            Ok(true)
+        );
+    }
 
     #[test]
     fn identifiers_match_only_at_word_boundaries() {
