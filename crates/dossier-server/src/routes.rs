@@ -111,6 +111,10 @@ pub struct Health {
     /// `readyz` only: commits made elsewhere that this replica has not replayed yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub behind: Option<u64>,
+    /// `readyz` only, shared store: how long the oldest commit this replica has not
+    /// replayed has waited, in milliseconds (0 when it is caught up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag_ms: Option<f64>,
     /// `readyz` only: `embedded`, or `postgres` with the server's version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend: Option<String>,
@@ -237,6 +241,7 @@ pub async fn healthz() -> Json<Health> {
         catalog_generation: None,
         served_generation: None,
         behind: None,
+        lag_ms: None,
         backend: None,
     })
 }
@@ -250,24 +255,25 @@ pub async fn readyz(
     rid: RequestId,
 ) -> Result<Json<Health>, ApiError> {
     let engine = state.engine.clone();
-    let (generation, backend) = blocking(&rid, move || {
-        let backend = match engine.store().shared() {
-            Some(pg) => format!(
-                "postgres {}",
-                pg.ping()
-                    .map_err(|e| Failure::from(dossier_engine::Error::from(e)))?
+    let (generation, served, lag_ms, backend) = blocking(&rid, move || {
+        let failed = |e| Failure::from(dossier_engine::Error::from(e));
+        let served = engine.store().snapshot().generation;
+        let (backend, lag) = match engine.store().shared() {
+            Some(pg) => (
+                format!("postgres {}", pg.ping().map_err(failed)?),
+                Some(pg.unreplayed_for_ms(served).map_err(failed)?.unwrap_or(0.0)),
             ),
-            None => "embedded".into(),
+            None => ("embedded".into(), None),
         };
-        Ok((generation(&engine)?, backend))
+        Ok((generation(&engine)?, served, lag, backend))
     })
     .await?;
-    let served = state.engine.store().snapshot().generation;
     Ok(Json(Health {
         status: "ready".into(),
         catalog_generation: Some(generation),
         served_generation: Some(served),
         behind: Some(generation.saturating_sub(served)),
+        lag_ms,
         backend: Some(backend),
     }))
 }

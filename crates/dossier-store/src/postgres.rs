@@ -247,6 +247,20 @@ impl PgCatalog {
         Ok(rows.len())
     }
 
+    /// How long ago the first commit after `generation` was made, in milliseconds
+    /// (the database's clock on both ends); `None` when there is none.
+    pub fn unreplayed_for_ms(&self, generation: u64) -> Result<Option<f64>> {
+        let mut c = self.client()?;
+        let g = i64_of(generation)?;
+        Ok(c.query_opt(
+            "SELECT (extract(epoch FROM now() - committed_at) * 1000)::float8
+                 FROM changes WHERE generation = $1::int8 + 1",
+            &[&g],
+        )
+        .map_err(pg)?
+        .map(|r| r.get::<_, f64>(0)))
+    }
+
     /// Whether the database answers, and its server version.
     pub fn ping(&self) -> Result<String> {
         let mut c = self.client()?;

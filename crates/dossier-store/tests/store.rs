@@ -292,7 +292,13 @@ fn a_commit_made_elsewhere_arrives_by_refresh() {
         .commit(batch(vec![doc("b", "1", &["beta through the replica"])]))
         .unwrap();
     assert!(s.active().bm25.len() < 3, "seen before any refresh");
+    // What readyz reports as lag: the unreplayed commit's age, then nothing.
+    let pg = s.shared().expect("a shared store");
+    let waited = pg.unreplayed_for_ms(s.snapshot().generation).unwrap();
+    assert!(waited.is_some_and(|ms| ms >= 0.0), "{waited:?}");
     assert!(s.refresh().unwrap(), "the replica's commit did not arrive");
+    let pg = s.shared().unwrap();
+    assert_eq!(pg.unreplayed_for_ms(s.snapshot().generation).unwrap(), None);
     assert!(!s.refresh().unwrap(), "nothing more to replay");
     assert_eq!(s.active().bm25.len(), 3);
     assert_eq!(s.view().entries.len(), 3);
