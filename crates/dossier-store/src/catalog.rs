@@ -82,6 +82,42 @@ impl ChangeSet {
     }
 }
 
+/// The error of a delete that matched nothing: the same words from every backend.
+pub(crate) fn unknown_document(tenant: &str, doc_id: &str, version: Option<&str>) -> Error {
+    Error::NotFound(format!(
+        "no document {doc_id}{} in tenant {tenant}",
+        version.map(|v| format!("@{v}")).unwrap_or_default()
+    ))
+}
+
+/// Refuses a document whose chunks and vectors do not pair up, before anything of it
+/// is written.
+pub(crate) fn check_vectors(doc: &NewDocument) -> Result<()> {
+    if doc.chunks.len() != doc.vectors.len() {
+        return Err(Error::Invalid(format!(
+            "document {}@{}: {} chunks but {} vectors",
+            doc.meta.doc_id,
+            doc.meta.version,
+            doc.chunks.len(),
+            doc.vectors.len()
+        )));
+    }
+    Ok(())
+}
+
+/// The next document-version ordinal (the indexes filter on a `u32`).
+/// (redb counts in `u64`, Postgres in `bigint`.)
+pub(crate) fn take_ordinal<T>(next_dv: &mut T) -> Result<u32>
+where
+    T: Copy + TryInto<u32> + std::ops::AddAssign + From<u8>,
+{
+    let dv = (*next_dv)
+        .try_into()
+        .map_err(|_| Error::Invalid("document-version ordinals exhausted".into()))?;
+    *next_dv += T::from(1);
+    Ok(dv)
+}
+
 /// The key of a document version.
 pub fn doc_key(meta: &DocumentVersion) -> DocKey {
     (
@@ -499,31 +535,15 @@ impl CatalogBackend for Catalog {
                     any |= remove_doc(&mut docs, &mut chunks, &mut vectors, &k, &mut change)?;
                 }
                 if !any {
-                    return Err(Error::NotFound(format!(
-                        "no document {doc_id}{} in tenant {tenant}",
-                        version
-                            .as_ref()
-                            .map(|v| format!("@{v}"))
-                            .unwrap_or_default()
-                    )));
+                    return Err(unknown_document(tenant, doc_id, version.as_deref()));
                 }
             }
 
             for doc in batch.documents {
-                if doc.chunks.len() != doc.vectors.len() {
-                    return Err(Error::Invalid(format!(
-                        "document {}@{}: {} chunks but {} vectors",
-                        doc.meta.doc_id,
-                        doc.meta.version,
-                        doc.chunks.len(),
-                        doc.vectors.len()
-                    )));
-                }
+                check_vectors(&doc)?;
                 let k = key(&[&doc.meta.tenant, &doc.meta.doc_id, &doc.meta.version]);
                 remove_doc(&mut docs, &mut chunks, &mut vectors, &k, &mut change)?;
-                let dv = u32::try_from(next_dv)
-                    .map_err(|_| Error::Invalid("document-version ordinals exhausted".into()))?;
-                next_dv += 1;
+                let dv = take_ordinal(&mut next_dv)?;
                 let mut seqs = Vec::with_capacity(doc.chunks.len());
                 for (c, v) in doc.chunks.into_iter().zip(doc.vectors) {
                     let seq = next_seq;

@@ -23,7 +23,8 @@ use postgres::{IsolationLevel, NoTls, Transaction};
 use r2d2_postgres::PostgresConnectionManager;
 
 use crate::catalog::{
-    doc_key, tenants_touched, CatalogBackend, ChangeSet, CommitBatch, DocEntry, DocKey, StoredChunk,
+    check_vectors, doc_key, take_ordinal, tenants_touched, unknown_document, CatalogBackend,
+    ChangeSet, CommitBatch, DocEntry, DocKey, StoredChunk,
 };
 use crate::store::Manifest;
 use crate::{Error, Result};
@@ -96,6 +97,34 @@ impl PgCatalog {
         };
         catalog.migrate()?;
         Ok(catalog)
+    }
+
+    /// The manifest of the store at `url`, if one was created — over one plain
+    /// connection, without the pool or the migrations that opening the store sets up
+    /// (the store is opened right after, and would set them up a second time).
+    pub fn read_manifest(url: &str) -> Result<Option<Manifest>> {
+        let shown = redact(url);
+        let mut config: postgres::Config = url
+            .parse()
+            .map_err(|e| Error::Invalid(format!("store URL {shown}: {e}")))?;
+        let mut c = config
+            .connect_timeout(CONNECTION_WAIT)
+            .connect(NoTls)
+            .map_err(|e| Error::Catalog(format!("cannot connect to {shown}: {e}")))?;
+        let exists: bool = c
+            .query_one("SELECT to_regclass('manifest') IS NOT NULL", &[])
+            .map_err(pg)?
+            .get(0);
+        if !exists {
+            return Ok(None);
+        }
+        match c
+            .query_opt("SELECT body FROM manifest WHERE id = 1", &[])
+            .map_err(pg)?
+        {
+            Some(r) => Ok(Some(serde_json::from_slice(r.get::<_, &[u8]>(0))?)),
+            None => Ok(None),
+        }
     }
 
     /// The URL this catalog was opened with, password removed.
@@ -706,13 +735,7 @@ fn write_batch(tx: &mut Transaction, batch: CommitBatch) -> Result<ChangeSet> {
 
     for (tenant, doc_id, version) in &batch.deletes {
         if !remove_doc(tx, tenant, doc_id, version.as_deref(), &mut change)? {
-            return Err(Error::NotFound(format!(
-                "no document {doc_id}{} in tenant {tenant}",
-                version
-                    .as_ref()
-                    .map(|v| format!("@{v}"))
-                    .unwrap_or_default()
-            )));
+            return Err(unknown_document(tenant, doc_id, version.as_deref()));
         }
     }
 
@@ -720,15 +743,7 @@ fn write_batch(tx: &mut Transaction, batch: CommitBatch) -> Result<ChangeSet> {
         .prepare("INSERT INTO chunks (seq, dv, body, embedding) VALUES ($1, $2, $3, $4)")
         .map_err(pg)?;
     for doc in batch.documents {
-        if doc.chunks.len() != doc.vectors.len() {
-            return Err(Error::Invalid(format!(
-                "document {}@{}: {} chunks but {} vectors",
-                doc.meta.doc_id,
-                doc.meta.version,
-                doc.chunks.len(),
-                doc.vectors.len()
-            )));
-        }
+        check_vectors(&doc)?;
         remove_doc(
             tx,
             &doc.meta.tenant,
@@ -736,9 +751,7 @@ fn write_batch(tx: &mut Transaction, batch: CommitBatch) -> Result<ChangeSet> {
             Some(&doc.meta.version),
             &mut change,
         )?;
-        let dv = u32::try_from(next_dv)
-            .map_err(|_| Error::Invalid("document-version ordinals exhausted".into()))?;
-        next_dv += 1;
+        let dv = take_ordinal(&mut next_dv)?;
         let mut seqs = Vec::with_capacity(doc.chunks.len());
         for (chunk, v) in doc.chunks.into_iter().zip(doc.vectors) {
             let seq = next_seq as u64;

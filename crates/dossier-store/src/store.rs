@@ -42,6 +42,8 @@ pub struct DocsView {
     /// Admission sets already computed for this view, by scope. A commit builds a new
     /// view, so a cached set can never outlive the documents it was computed from.
     admit_cache: Mutex<HashMap<ScopeKey, Admit>>,
+    /// Chunks an admission set admits, by the set's identity (a search asks per query).
+    chunk_counts: Mutex<HashMap<u64, usize>>,
 }
 
 /// What an admission set depends on: tenant, sorted groups, date.
@@ -122,6 +124,7 @@ impl DocsView {
             by_key: self.by_key.clone(),
             look_alikes: self.look_alikes.clone(),
             admit_cache: Mutex::new(HashMap::new()),
+            chunk_counts: Mutex::new(HashMap::new()),
         }
     }
 
@@ -190,6 +193,7 @@ impl DocsView {
             by_key,
             look_alikes: conflicts,
             admit_cache: Mutex::new(HashMap::new()),
+            chunk_counts: Mutex::new(HashMap::new()),
         }
     }
 
@@ -218,6 +222,25 @@ impl DocsView {
         }
         cache.insert(key, admit.clone());
         admit
+    }
+
+    /// How many chunks `admit` admits in this view (counted once per set).
+    pub fn admitted_chunks(&self, admit: &Admit) -> usize {
+        if let Some(&n) = self.chunk_counts.lock().get(&admit.id()) {
+            return n;
+        }
+        let n = self
+            .entries
+            .iter()
+            .filter(|e| admit.contains(e.dv))
+            .map(|e| e.seqs.len())
+            .sum();
+        let mut counts = self.chunk_counts.lock();
+        if counts.len() >= ADMIT_CACHE_SIZE {
+            counts.clear();
+        }
+        counts.insert(admit.id(), n);
+        n
     }
 
     pub fn find(&self, tenant: &str, doc_id: &str, version: &str) -> Option<usize> {
@@ -357,7 +380,7 @@ impl StoreLocation {
     pub fn read_manifest(&self) -> Result<Option<Manifest>> {
         match self {
             StoreLocation::Dir(d) => Store::read_manifest(d),
-            StoreLocation::Postgres { url, .. } => PgCatalog::connect(url)?.manifest(),
+            StoreLocation::Postgres { url, .. } => PgCatalog::read_manifest(url),
         }
     }
 }
@@ -686,14 +709,7 @@ impl Store {
         // 100k-chunk synthetic store (BENCHMARKS.md), Postgres scans ~26k admitted rows
         // in ~30 ms and an HNSW search at ef_search 400 takes ~14 ms, so the crossover
         // is near 12k rows; below it the exact top-k also costs less.
-        let admitted: usize = snap
-            .view
-            .entries
-            .iter()
-            .filter(|e| admit.contains(e.dv))
-            .map(|e| e.seqs.len())
-            .sum();
-        let exact = admitted <= PG_EXACT_SCAN_ROWS;
+        let exact = snap.view.admitted_chunks(admit) <= PG_EXACT_SCAN_ROWS;
         Ok(self
             .catalog
             .search_vectors(q, k, admit, exact)?
