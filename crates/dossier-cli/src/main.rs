@@ -332,6 +332,18 @@ fn open_with(location: StoreLocation, spec: &str, fusion: Option<&str>) -> Resul
 
 /// A shadow run's queries: JSONL, one `{"principal": …, "query": …}` per line.
 fn read_shadow_queries(path: &Path) -> Result<Vec<dossier_engine::shadow::ShadowQuery>> {
+    // A run replays at most MAX_SHADOW_QUERIES; a file far larger is a mistake, and is
+    // refused before it is read into memory.
+    const MAX_BYTES: u64 = 16 << 20;
+    let size = std::fs::metadata(path)
+        .with_context(|| format!("reading {}", path.display()))?
+        .len();
+    if size > MAX_BYTES {
+        bail!(
+            "{}: {size} bytes; a queries file may hold at most {MAX_BYTES}",
+            path.display()
+        );
+    }
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     text.lines()

@@ -759,6 +759,24 @@ fn index_generations_build_promote_and_roll_back_while_search_answers() {
         assert_eq!(m["queries"], 2, "{m}");
         assert_eq!(m["overlap_at_k"], 1.0, "a rebuild of the same catalog: {m}");
     }
+    // Hostile query files fail cleanly: binary, truncated, and over the size bound
+    // (refused before it is read).
+    let bad = store.input("shadow-bad");
+    std::fs::write(bad.join("binary.jsonl"), [0xffu8, 0xfe, 0x00, 0x9f]).unwrap();
+    std::fs::write(bad.join("cut.jsonl"), "{\"principal\": \"u1\", \"que").unwrap();
+    let huge = std::fs::File::create(bad.join("huge.jsonl")).unwrap();
+    huge.set_len(17 << 20).unwrap();
+    for (file, says) in [
+        ("binary.jsonl", "UTF-8"),
+        ("cut.jsonl", ":1:"),
+        ("huge.jsonl", "at most"),
+    ] {
+        let f = bad.join(file);
+        let r = store
+            .run(&["index", "shadow", "--queries", f.to_str().unwrap()])
+            .fails();
+        assert!(r.stderr.contains(says), "{file}: {r}");
+    }
     // A threshold no draft can meet fails the run (exit 3) and the promote.
     let r = store
         .run(&["index", "shadow", "--queries", q, "--min-overlap", "1.5"])
