@@ -249,6 +249,30 @@ pub trait CatalogBackend: Send + Sync {
     ) -> Result<Option<Vec<Scored>>> {
         Ok(None)
     }
+    /// Moves up to `max_rows` committed vectors that are not yet in this catalog's
+    /// vector index into it (only when it searches vectors itself). Commits write
+    /// vectors without paying for index maintenance; searches scan the not-yet-folded
+    /// rows exactly, so nothing committed is ever unsearchable. At most one process
+    /// folds at a time: a call that finds another folding returns at once, folding
+    /// nothing.
+    fn fold_vectors(&self, _max_rows: usize) -> Result<FoldStats> {
+        Ok(FoldStats::default())
+    }
+}
+
+/// What one [`CatalogBackend::fold_vectors`] call (or the embedded index's linking of
+/// its tail) did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct FoldStats {
+    /// Vectors moved into the index by this call.
+    pub folded: u64,
+    /// Vectors still waiting after it.
+    pub pending: u64,
+    /// The index was rebuilt whole (a tail larger than the index, e.g. a first load).
+    pub rebuilt: bool,
+    /// Another process held the fold; this call did nothing.
+    pub busy: bool,
+    pub ms: f64,
 }
 
 impl Catalog {

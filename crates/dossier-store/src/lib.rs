@@ -28,7 +28,7 @@ mod scope;
 mod store;
 pub mod testing;
 
-pub use catalog::{Catalog, CatalogBackend, ChangeSet, DocEntry, StoredChunk};
+pub use catalog::{Catalog, CatalogBackend, ChangeSet, DocEntry, FoldStats, StoredChunk};
 pub use generations::GenerationInfo;
 pub use scope::Scope;
 pub use store::{CommitStats, DocsView, Manifest, Snapshot, Store, StoreLocation, FORMAT_VERSION};
