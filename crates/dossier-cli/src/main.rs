@@ -555,8 +555,14 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             }
             let engine = open_with(store_location(cli), &cli.embedder, cli.fusion.as_deref())?;
             let report = engine.ingest(paths, &mut Bar::new())?;
+            // Commits left their vectors in the index's tail; link them now, so that
+            // the next process opens a complete index (a server does this in the
+            // background instead).
+            let settled = engine.store().settle()?;
             if cli.json {
-                print_json(&report)?;
+                let mut v = serde_json::to_value(&report)?;
+                v["link_secs"] = serde_json::json!(settled.ms / 1000.0);
+                print_json(&v)?;
             } else {
                 for p in &report.problems {
                     eprintln!("skipped: {p}");
@@ -567,8 +573,11 @@ fn run(cli: &Cli) -> Result<ExitCode> {
                     report.record_tables, report.records, report.principals, report.problems.len()
                 );
                 println!(
-                    "parse {:.2}s, embed {:.2}s, commit {:.2}s",
-                    report.parse_secs, report.embed_secs, report.commit_secs
+                    "parse {:.2}s, embed {:.2}s, commit {:.2}s, link vectors {:.2}s",
+                    report.parse_secs,
+                    report.embed_secs,
+                    report.commit_secs,
+                    settled.ms / 1000.0
                 );
             }
             Ok(if report.problems.is_empty() {

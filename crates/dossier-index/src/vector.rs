@@ -19,7 +19,10 @@ use rand::{Rng, SeedableRng};
 
 use crate::{Admit, Error, Result, Scored};
 
+mod live;
 mod persist;
+
+pub use live::{LinkPlan, LiveIndex};
 
 #[inline]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
@@ -155,6 +158,26 @@ impl PartialOrd for MinSim {
     }
 }
 
+/// The neighbour-selection heuristic over candidates sorted best first, with the
+/// vectors looked up through `vec_of` (which may reach rows not yet in a graph).
+fn select_diverse<'a>(
+    candidates: &[MaxSim],
+    m: usize,
+    vec_of: impl Fn(u32) -> &'a [f32],
+) -> Vec<u32> {
+    let mut kept: Vec<u32> = Vec::with_capacity(m);
+    for &MaxSim(s, c) in candidates {
+        if kept.len() >= m {
+            break;
+        }
+        let cv = vec_of(c);
+        if kept.iter().all(|&k| dot(cv, vec_of(k)) < s) {
+            kept.push(c);
+        }
+    }
+    kept
+}
+
 /// Exact search: every admitted row is scored.
 #[derive(Debug, Clone)]
 pub struct FlatIndex {
@@ -180,6 +203,10 @@ impl FlatIndex {
         self.rows.exact(q, k, admit)
     }
 }
+
+/// Graphs smaller than this grow one node at a time: linked in batches, their nodes
+/// would mostly miss each other.
+const SEQUENTIAL_BELOW: usize = 4096;
 
 /// HNSW build and search parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -280,7 +307,6 @@ impl HnswIndex {
     /// one node at a time.
     pub fn add_batch(&mut self, items: &[(u64, u32, Vec<f32>)]) -> Result<()> {
         use rayon::prelude::*;
-        const SEQUENTIAL_BELOW: usize = 4096;
         const BATCH: usize = 256;
         let mut rest = items;
         while !rest.is_empty() && self.len() < SEQUENTIAL_BELOW {
@@ -314,11 +340,17 @@ impl HnswIndex {
     /// Chooses a new node's neighbours on each of its layers (read-only).
     fn plan_links(&self, node: u32) -> Vec<Vec<u32>> {
         let level = self.links[node as usize].len() - 1;
+        self.plan_vector(self.rows.vec(node as usize), level, Some(node))
+    }
+
+    /// Chooses the neighbours a vector would get at each layer up to `level`, among
+    /// the nodes already in the graph (`exclude`: the vector's own node, if it has one).
+    fn plan_vector(&self, q: &[f32], level: usize, exclude: Option<u32>) -> Vec<Vec<u32>> {
         let mut plan = vec![Vec::new(); level + 1];
         let Some(mut ep) = self.entry else {
             return plan;
         };
-        let q = self.rows.vec(node as usize);
+        let node = exclude.unwrap_or(u32::MAX);
         let top = self.top_layer();
         for layer in (level + 1..=top).rev() {
             ep = self.greedy(q, ep, layer);
@@ -430,17 +462,7 @@ impl HnswIndex {
     /// The neighbour-selection heuristic: keep a candidate only if it is closer to the
     /// new node than to every neighbour already kept, which keeps links diverse.
     fn select(&self, candidates: &[MaxSim], m: usize) -> Vec<u32> {
-        let mut kept: Vec<u32> = Vec::with_capacity(m);
-        for &MaxSim(s, c) in candidates {
-            if kept.len() >= m {
-                break;
-            }
-            let cv = self.rows.vec(c as usize);
-            if kept.iter().all(|&k| dot(cv, self.rows.vec(k as usize)) < s) {
-                kept.push(c);
-            }
-        }
-        kept
+        select_diverse(candidates, m, |i| self.rows.vec(i as usize))
     }
 
     fn prune(&mut self, node: u32, layer: usize, m: usize) {

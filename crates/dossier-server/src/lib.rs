@@ -30,6 +30,7 @@ pub mod error;
 mod jobs;
 pub mod limits;
 mod linger;
+mod maintain;
 pub mod metrics;
 mod openapi;
 mod recent;
@@ -246,6 +247,7 @@ pub async fn serve_on(
     request_id::set_access_log(state.config.access_log);
     let hup = reload_on_hangup(state.keys.clone());
     let follower = follow_commits(&state);
+    let maintenance = maintain::spawn(state.engine.clone(), MAINTAIN_EVERY);
     let (state_engine, state_jobs) = (state.engine.clone(), state.jobs.clone());
     let stopping = state.stopping.clone();
     let jobs = state.jobs.clone();
@@ -292,6 +294,7 @@ pub async fn serve_on(
     if let Some(f) = follower {
         f.abort();
     }
+    maintenance.abort();
     // The jobs' last states reach the shared store before the replica goes.
     let (engine, jobs) = (state_engine, state_jobs);
     let _ = tokio::task::spawn_blocking(move || match engine.store().shared() {
@@ -301,6 +304,9 @@ pub async fn serve_on(
     .await;
     result
 }
+
+/// How often the maintenance loop looks for committed vectors to link.
+const MAINTAIN_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// A name for this replica in the shared jobs table: random per process (std's
 /// per-process random hash keys), with the process id for people reading the table.

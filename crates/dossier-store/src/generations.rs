@@ -9,11 +9,11 @@
 use std::path::{Path, PathBuf};
 
 use dossier_index::bm25::{Bm25Index, TextDoc};
-use dossier_index::vector::{HnswIndex, HnswParams};
+use dossier_index::vector::{HnswIndex, HnswParams, LiveIndex};
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::{CatalogBackend, ChangeSet, StoredChunk};
+use crate::catalog::{CatalogBackend, ChangeSet, FoldStats, StoredChunk};
 use crate::{io_err, Error, Result};
 
 /// `ACTIVE.json`.
@@ -30,7 +30,9 @@ pub struct ActivePointer {
 /// `gen.json` of one generation.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GenMeta {
-    /// Catalog generation the vector index reflects (BM25 keeps its own in tantivy).
+    /// Catalog generation every chunk of which is in the saved HNSW (BM25 keeps its own
+    /// in tantivy). Chunks committed later are in memory, in the index's tail, until
+    /// linked and saved; after a restart the change log replays them.
     pub vectors_generation: u64,
     pub built_at: String,
     pub dim: usize,
@@ -54,7 +56,8 @@ pub struct ApplyStats {
     pub read_ms: f64,
     /// BM25: deletes, adds and the commit.
     pub text_ms: f64,
-    /// HNSW: inserts and the save.
+    /// Vectors: appending to the index's tail (linking them into the HNSW is
+    /// [`Generation::link_vectors`], outside the commit).
     pub vectors_ms: f64,
 }
 
@@ -63,7 +66,10 @@ pub struct Generation {
     pub name: String,
     pub dir: PathBuf,
     pub bm25: Bm25Index,
-    pub vectors: RwLock<HnswIndex>,
+    /// The HNSW and the tail of vectors committed since it last grew.
+    pub vectors: RwLock<LiveIndex>,
+    /// Held by whoever links the tail and saves: one linker at a time.
+    linking: parking_lot::Mutex<()>,
     meta: RwLock<GenMeta>,
 }
 
@@ -127,7 +133,8 @@ impl Generation {
             name: name.to_string(),
             dir: dir.to_path_buf(),
             bm25,
-            vectors: RwLock::new(vectors),
+            vectors: RwLock::new(LiveIndex::new(vectors, meta.vectors_generation)),
+            linking: parking_lot::Mutex::new(()),
             meta: RwLock::new(meta),
         })
     }
@@ -136,19 +143,57 @@ impl Generation {
         self.meta.read().clone()
     }
 
-    /// Catalog generation both indexes reflect.
+    /// Catalog generation both indexes reflect (in memory: the vector tail counts).
     pub fn generation(&self) -> Result<u64> {
-        Ok(self
-            .bm25
-            .generation()?
-            .min(self.meta.read().vectors_generation))
+        Ok(self.bm25.generation()?.min(self.vectors.read().through()))
+    }
+
+    /// Links up to `max_rows` vectors of the tail into the HNSW, then saves it (a delta
+    /// appended to its log) and records how far the saved file reaches. Planning runs
+    /// under shared access, so searches and commits wait only for each batch's lists
+    /// to be written. Returns at once, `busy`, when another thread is linking.
+    pub fn link_vectors(&self, max_rows: usize) -> Result<FoldStats> {
+        let t = std::time::Instant::now();
+        let Some(_linking) = self.linking.try_lock() else {
+            return Ok(FoldStats {
+                busy: true,
+                pending: self.vectors.read().tail_len() as u64,
+                ..FoldStats::default()
+            });
+        };
+        let mut folded = 0usize;
+        while folded < max_rows {
+            let Some(plan) = self.vectors.read().plan(max_rows - folded) else {
+                break;
+            };
+            folded += self.vectors.write().apply(plan)?;
+        }
+        let (saved_through, pending) = {
+            let v = self.vectors.read();
+            if folded > 0 {
+                v.graph().save(&self.dir.join("vectors.hnsw"))?;
+            }
+            (v.linked_through(), v.tail_len() as u64)
+        };
+        if saved_through > self.meta.read().vectors_generation {
+            let mut meta = self.meta.write();
+            meta.vectors_generation = saved_through;
+            write_json_atomic(&self.dir.join("gen.json"), &*meta)?;
+        }
+        Ok(FoldStats {
+            folded: folded as u64,
+            pending,
+            rebuilt: false,
+            busy: false,
+            ms: t.elapsed().as_secs_f64() * 1000.0,
+        })
     }
 
     /// Applies change sets (in order) to whichever index is behind; says where the time
     /// went.
     pub fn apply(&self, catalog: &dyn CatalogBackend, changes: &[ChangeSet]) -> Result<ApplyStats> {
         let bm25_gen = self.bm25.generation()?;
-        let vec_gen = self.meta.read().vectors_generation;
+        let vec_gen = self.vectors.read().through();
         let mut stats = ApplyStats::default();
         let Some(last) = changes.last().map(|c| c.generation) else {
             return Ok(stats);
@@ -157,7 +202,6 @@ impl Generation {
         // A catalog that searches vectors itself (pgvector) needs no HNSW here.
         let own_vectors = !catalog.searches_vectors();
         let mut texts = Vec::new();
-        let mut vectors = self.vectors.write();
         for ch in changes {
             let (do_text, do_vec) = (
                 ch.generation > bm25_gen,
@@ -186,7 +230,9 @@ impl Generation {
             })?;
             stats.read_ms += ms(t);
             let t = std::time::Instant::now();
-            vectors.add_batch(&pending)?;
+            if do_vec {
+                self.vectors.write().append(ch.generation, pending)?;
+            }
             stats.vectors_ms += ms(t);
             let t = std::time::Instant::now();
             if !texts.is_empty() {
@@ -202,12 +248,15 @@ impl Generation {
         stats.text_ms += ms(t);
         let t = std::time::Instant::now();
         if last > vec_gen {
-            if own_vectors {
-                vectors.save(&self.dir.join("vectors.hnsw"))?;
+            self.vectors.write().mark(last);
+            // With vectors in the database there is nothing to link: the generation
+            // is durable as soon as BM25 is. Otherwise the linker records it once the
+            // vectors are in the saved HNSW.
+            if !own_vectors {
+                let mut meta = self.meta.write();
+                meta.vectors_generation = last;
+                write_json_atomic(&self.dir.join("gen.json"), &*meta)?;
             }
-            let mut meta = self.meta.write();
-            meta.vectors_generation = last;
-            write_json_atomic(&self.dir.join("gen.json"), &*meta)?;
         }
         stats.vectors_ms += ms(t);
         Ok(stats)
@@ -241,7 +290,7 @@ impl Generation {
         let own_vectors = !catalog.searches_vectors();
         let mut texts = Vec::with_capacity(4096);
         let mut pending = Vec::with_capacity(4096);
-        let mut vectors = self.vectors.write();
+        let mut vectors = HnswIndex::new(self.vectors.read().graph().dim(), HnswParams::default());
         let mut n = 0u64;
         let generation = catalog.for_each_chunk(None, &mut |c, v| {
             texts.push(TextDoc {
@@ -268,6 +317,7 @@ impl Generation {
         if own_vectors {
             vectors.save(&self.dir.join("vectors.hnsw"))?;
         }
+        *self.vectors.write() = LiveIndex::new(vectors, generation);
         let mut meta = self.meta.write();
         meta.vectors_generation = generation;
         meta.built_at = chrono::Utc::now().to_rfc3339();

@@ -12,7 +12,9 @@ use dossier_index::Admit;
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::{doc_key, Catalog, CatalogBackend, ChangeSet, CommitBatch, DocEntry, DocKey};
+use crate::catalog::{
+    doc_key, Catalog, CatalogBackend, ChangeSet, CommitBatch, DocEntry, DocKey, FoldStats,
+};
 use crate::generations::{read_pointer, write_pointer, ApplyStats, Generation, GenerationInfo};
 use crate::postgres::PgCatalog;
 use crate::scope::Scope;
@@ -316,6 +318,13 @@ impl TenantGenerations {
 /// [`Store::search_vectors`]).
 const PG_EXACT_SCAN_ROWS: usize = 10_000;
 
+/// Most vectors the embedded index keeps unlinked. Every search scans the tail exactly:
+/// 16k rows of 384 dimensions are ~6M multiply-adds, a few milliseconds.
+const MAX_VECTOR_TAIL: usize = 16_384;
+
+/// Rows [`Store::settle`] links per step (between steps other linkers may run).
+const SETTLE_STEP: usize = 8_192;
+
 /// Where the time of one commit went, in milliseconds.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct CommitStats {
@@ -324,6 +333,9 @@ pub struct CommitStats {
     pub indexes: ApplyStats,
     /// The document view's update.
     pub view_ms: f64,
+    /// Linking the vector tail's excess inside the commit (back-pressure; 0 while a
+    /// linker keeps up).
+    pub linked_ms: f64,
 }
 
 /// Where a store lives.
@@ -748,7 +760,55 @@ impl Store {
         let catalog_ms = t.elapsed().as_secs_f64() * 1000.0;
         self.catch_up_locked()?;
         self.last_commit.lock().catalog_ms = catalog_ms;
+        // Back-pressure: the tail is scanned exactly by every search, so when no
+        // linker keeps up (a bulk load, no server running) the commit links the excess.
+        if !self.catalog.searches_vectors() {
+            let active = self.snapshot().active.clone();
+            let tail = active.vectors.read().tail_len();
+            if tail > MAX_VECTOR_TAIL {
+                let t = std::time::Instant::now();
+                active.link_vectors(tail - MAX_VECTOR_TAIL / 2)?;
+                self.last_commit.lock().linked_ms = t.elapsed().as_secs_f64() * 1000.0;
+            }
+        }
         Ok(change)
+    }
+
+    /// Links up to `max_rows` committed vectors into the searched vector index: the
+    /// active generation's HNSW, or the database's (`fold_vectors`). Commits leave their
+    /// vectors in a tail that searches scan exactly; this is the work that makes them
+    /// cheap to search, done beside requests (`dossier serve`'s maintenance loop) or at
+    /// the end of a bulk load ([`Store::settle`]).
+    pub fn link_vectors(&self, max_rows: usize) -> Result<FoldStats> {
+        if self.catalog.searches_vectors() {
+            return self.catalog.fold_vectors(max_rows);
+        }
+        self.snapshot().active.link_vectors(max_rows)
+    }
+
+    /// Links every pending vector (waits for another linker to finish first).
+    pub fn settle(&self) -> Result<FoldStats> {
+        let mut total = FoldStats::default();
+        loop {
+            let step = self.link_vectors(SETTLE_STEP)?;
+            total.folded += step.folded;
+            total.rebuilt |= step.rebuilt;
+            total.ms += step.ms;
+            total.pending = step.pending;
+            if step.busy {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            } else if step.folded == 0 || step.pending == 0 {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// Vectors committed but not yet linked into the searched index.
+    pub fn pending_vectors(&self) -> Result<u64> {
+        match &self.shared {
+            Some(pg) => pg.pending_vectors(),
+            None => Ok(self.snapshot().active.vectors.read().tail_len() as u64),
+        }
     }
 
     /// Where the time of the last commit or catch-up went (for benchmarks and operators).
@@ -791,6 +851,7 @@ impl Store {
             catalog_ms: 0.0,
             indexes,
             view_ms: t.elapsed().as_secs_f64() * 1000.0,
+            linked_ms: 0.0,
         };
         Ok(true)
     }
