@@ -1020,7 +1020,7 @@ fn indexed_generation(store: &Path) -> u64 {
     };
     dirs.filter_map(|d| fs::read(d.ok()?.path().join("gen.json")).ok())
         .filter_map(|b| serde_json::from_slice::<Value>(&b).ok())
-        .filter_map(|v| v["vectors_generation"].as_u64())
+        .filter_map(|v| v["applied_generation"].as_u64())
         .max()
         .unwrap_or(0)
 }

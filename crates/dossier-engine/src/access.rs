@@ -141,15 +141,38 @@ impl Engine {
 
 impl Engine {
     /// Chunks by id, hydrated for the scope (so checked against tenant, ACL and the
-    /// version in force); ids the scope may not read are left out.
+    /// version in force); ids the scope may not read, or that name no stored chunk, are
+    /// left out. Looked up in the current document view (an id is
+    /// `DOC@VERSION#ORDINAL`), so a chunk is found as soon as its commit is.
     pub fn chunks_by_id(&self, scope: &Scope, ids: &[String]) -> Result<Vec<crate::Hit>> {
-        let state = self.tenant_graph(scope.tenant())?;
-        let ranked: Vec<dossier_index::Scored> = ids
-            .iter()
-            .filter_map(|c| state.chunk_seq.get(c))
-            .map(|&seq| dossier_index::Scored { seq, score: 1.0 })
-            .collect();
-        Ok(self.hydrate(scope, &ranked, ranked.len())?.hits)
+        let view = self.store.view();
+        let mut ranked: Vec<dossier_index::Scored> = Vec::new();
+        for id in ids {
+            let Some((name, ordinal)) = id.rsplit_once('#') else {
+                continue;
+            };
+            let Ok(ordinal) = ordinal.parse::<usize>() else {
+                continue;
+            };
+            // Ids and versions may hold '@': try every split; the hydrated chunk's own
+            // id decides below.
+            for (at, _) in name.match_indices('@') {
+                let (doc, version) = (&name[..at], &name[at + 1..]);
+                if let Some(seq) = view
+                    .find(scope.tenant(), doc, version)
+                    .and_then(|i| view.entries[i].seqs.get(ordinal))
+                {
+                    ranked.push(dossier_index::Scored {
+                        seq: *seq,
+                        score: 1.0,
+                    });
+                }
+            }
+        }
+        let wanted: HashSet<&str> = ids.iter().map(String::as_str).collect();
+        let mut hits = self.hydrate_in(&view, scope, &ranked, ranked.len())?.hits;
+        hits.retain(|h| wanted.contains(h.chunk_id.as_str()));
+        Ok(hits)
     }
 }
 

@@ -90,6 +90,20 @@ pub(crate) struct ReportSet {
 }
 
 impl ReportSet {
+    /// Whether these reports, built for an earlier view of the same graph, may stand
+    /// for `view`: every chunk they quote is still `admitted` and every member of every
+    /// community is still in the view.
+    pub(crate) fn still_holds(&self, view: &GraphView, admitted: &dyn Fn(&str) -> bool) -> bool {
+        self.reports
+            .iter()
+            .all(|r| r.sources.iter().all(|c| admitted(c)))
+            && self
+                .members
+                .iter()
+                .flatten()
+                .all(|id| view.entity(id).is_some())
+    }
+
     fn build(
         view: &GraphView,
         chunk_text: &HashMap<String, String>,
@@ -243,10 +257,8 @@ impl Engine {
             .map(|c| (c.chunk.chunk_id, c.chunk.text))
             .collect();
         let doc_of = |chunk: &str| {
-            let seq = state.chunk_seq.get(chunk)?;
-            let (_, doc) = state.seq_chunk.get(seq)?;
-            let version = chunk.strip_prefix(doc.as_str())?.strip_prefix('@')?;
-            Some(format!("{doc}@{}", version.split('#').next()?))
+            let (doc, version) = state.version_of_chunk(chunk)?;
+            Some(format!("{doc}@{version}"))
         };
         let set = Arc::new(ReportSet::build(view, &texts, &doc_of));
         let mut cache = state.reports.lock().unwrap_or_else(|e| e.into_inner());

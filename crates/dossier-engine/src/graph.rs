@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use dossier_core::review::{Subject, Verdict};
@@ -39,30 +40,85 @@ const LOCAL_HOPS: usize = 2;
 const MAX_DEPENDS_ON_DEPTH: usize = 3;
 
 /// Tenant graphs by tenant, each with the generation of its tenant it reflects. Each
-/// tenant has its own slot, locked while its graph is (re)built: concurrent requests of
-/// one tenant wait for the one build (single flight), and no tenant waits for another's.
+/// tenant has its own slot, locked while its graph is built in a request: concurrent
+/// requests of one tenant wait for the one build (single flight), and no tenant waits
+/// for another's.
 #[derive(Default)]
-pub(crate) struct GraphCache(Mutex<HashMap<String, Arc<GraphSlot>>>);
+pub(crate) struct GraphCache {
+    slots: Mutex<HashMap<String, Arc<GraphSlot>>>,
+    /// Set where something calls [`Engine::refresh_graphs`] beside requests (the
+    /// server's maintenance loop): a graph behind its tenant's documents then keeps
+    /// answering, filtered against the current document view, while the next is built.
+    serve_stale: AtomicBool,
+    /// One background refresh at a time.
+    refreshing: Mutex<()>,
+    /// Graphs built inside a request (first use, or behind and not servable) and
+    /// beside requests ([`Engine::refresh_graphs`]): what operators watch and tests pin.
+    built_in_requests: AtomicU64,
+    built_beside_requests: AtomicU64,
+}
+
+/// How many tenant graphs were built where (see [`Engine::graph_builds`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct GraphBuilds {
+    pub in_requests: u64,
+    pub beside_requests: u64,
+}
+
+impl GraphCache {
+    fn slot(&self, tenant: &str) -> Arc<GraphSlot> {
+        self.slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(tenant.to_string())
+            .or_default()
+            .clone()
+    }
+}
 
 /// One tenant's graph, once built.
 type GraphSlot = Mutex<Option<Arc<TenantState>>>;
 
 /// One tenant's graph and what queries need beside it.
 pub(crate) struct TenantState {
+    /// The tenant generation its documents, records and decisions were read at.
     generation: u64,
+    /// The last generation that replaced one of the tenant's record tables, as of the
+    /// build. Record rows' read rules live only here, so a graph whose tables are out of
+    /// date is never served (see [`Engine::tenant_graph`]).
+    records_generation: u64,
     pub(crate) graph: TenantGraph,
     /// chunk id → sequence number, and back to chunk id and document id.
     pub(crate) chunk_seq: HashMap<String, u64>,
     pub(crate) seq_chunk: HashMap<u64, (String, String)>,
     /// Record tables by name: schema and rows by key.
     tables: HashMap<String, (RecordSchema, HashMap<String, RecordRow>)>,
-    /// Views already computed from this graph, by scope. A graph belongs to one
-    /// generation of its tenant, and a view depends only on the tenant's documents,
-    /// records and principals (all of which move that generation), so a view stays
-    /// right for as long as its graph does — whatever other tenants commit.
-    views: Mutex<HashMap<ScopeKey, Arc<GraphView>>>,
+    /// Views already computed from this graph, by scope, each with the tenant
+    /// generation whose document view it was filtered against: a view is reused only
+    /// while that generation is current, so one computed before a delete or a
+    /// restriction is never served after it, even from a graph built before it.
+    views: Mutex<HashMap<ScopeKey, ScopedView>>,
     /// Community reports by view (keyed by the view's address; the view is kept alive).
     pub(crate) reports: Mutex<ReportCache>,
+}
+
+impl TenantState {
+    /// `(doc_id, version)` of one of the graph's chunks.
+    pub(crate) fn version_of_chunk<'a>(&'a self, chunk: &'a str) -> Option<(&'a str, &'a str)> {
+        let seq = self.chunk_seq.get(chunk)?;
+        let (_, doc) = self.seq_chunk.get(seq)?;
+        let version = chunk.strip_prefix(doc.as_str())?.strip_prefix('@')?;
+        Some((doc.as_str(), version.rsplit_once('#')?.0))
+    }
+}
+
+/// A scope's view of a tenant graph.
+struct ScopedView {
+    /// The tenant generation of the document view it was filtered against.
+    generation: u64,
+    /// Whose view it is (kept so that a refresh can compute it again in advance).
+    scope: Scope,
+    view: Arc<GraphView>,
 }
 
 pub(crate) type ReportCache = HashMap<usize, (Arc<GraphView>, Arc<ReportSet>)>;
@@ -72,6 +128,10 @@ type ScopeKey = (String, Vec<String>, chrono::NaiveDate);
 
 /// Distinct scopes whose views one tenant graph keeps.
 const VIEW_CACHE_SIZE: usize = 256;
+
+/// Scopes whose views (and reports) a background refresh computes before the new graph
+/// replaces the old, so that their next request finds them ready.
+const PREWARM_SCOPES: usize = 32;
 
 /// A node as graph results show it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -217,27 +277,139 @@ pub(crate) struct GraphRanked {
 }
 
 impl Engine {
-    /// The graph of `tenant` as of the current catalog generation (built when missing or
-    /// stale).
+    /// The graph of `tenant` for a request. Built here when missing, or when behind its
+    /// tenant and nothing refreshes graphs in the background; with a background refresh
+    /// (the server's maintenance loop, [`Engine::serve_stale_graphs`]) a graph behind
+    /// only by documents and decisions keeps answering until the next one is ready:
+    /// every view of it is filtered against the current document view
+    /// ([`Engine::scoped_graph`]), so a deleted or newly restricted source is not shown
+    /// meanwhile; a new document's entities appear once the refresh lands. A graph
+    /// whose record tables changed is rebuilt here, since row read rules live only in it.
     pub(crate) fn tenant_graph(&self, tenant: &str) -> Result<Arc<TenantState>> {
+        self.tenant_graph_as(tenant, self.graphs.serve_stale.load(Ordering::Relaxed))
+    }
+
+    /// The graph of `tenant` as of the current generation, built now if behind (for
+    /// review and administration, which must see what was just committed).
+    pub(crate) fn current_graph(&self, tenant: &str) -> Result<Arc<TenantState>> {
+        self.tenant_graph_as(tenant, false)
+    }
+
+    fn tenant_graph_as(&self, tenant: &str, allow_stale: bool) -> Result<Arc<TenantState>> {
         // Keyed by the tenant's own generation: a commit in another tenant leaves this
         // graph (and the views and reports hanging off it) alone.
-        let generation = self.store.snapshot().tenant_generation(tenant);
-        let slot = self
-            .graphs
-            .0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(tenant.to_string())
-            .or_default()
-            .clone();
+        let snap = self.store.snapshot();
+        let generation = snap.tenant_generation(tenant);
+        let records = snap.records_generation(tenant);
+        drop(snap);
+        let slot = self.graphs.slot(tenant);
         let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(s) = slot.as_ref().filter(|s| s.generation == generation) {
-            return Ok(s.clone());
+        if let Some(s) = slot.as_ref() {
+            if s.generation >= generation || (allow_stale && s.records_generation >= records) {
+                return Ok(s.clone());
+            }
         }
         let state = Arc::new(self.build_graph(tenant)?);
+        self.graphs
+            .built_in_requests
+            .fetch_add(1, Ordering::Relaxed);
         *slot = Some(state.clone());
         Ok(state)
+    }
+
+    /// Tenant graphs built so far, inside requests and beside them.
+    pub fn graph_builds(&self) -> GraphBuilds {
+        GraphBuilds {
+            in_requests: self.graphs.built_in_requests.load(Ordering::Relaxed),
+            beside_requests: self.graphs.built_beside_requests.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Makes graph requests answer from a graph behind its tenant while
+    /// [`Engine::refresh_graphs`], called beside requests, builds the next one. Off by
+    /// default: an engine without such a caller builds on use.
+    pub fn serve_stale_graphs(&self, on: bool) {
+        self.graphs.serve_stale.store(on, Ordering::Relaxed);
+    }
+
+    /// Rebuilds every cached tenant graph that is behind its tenant, computing the
+    /// views and reports of its recently used scopes on the new graph before it
+    /// replaces the old one, so no request waits for any of it. One refresh at a time
+    /// (returns 0 at once while another runs); returns the graphs replaced.
+    pub fn refresh_graphs(&self) -> Result<usize> {
+        let Ok(_refreshing) = self.graphs.refreshing.try_lock() else {
+            return Ok(0);
+        };
+        let slots: Vec<(String, Arc<GraphSlot>)> = self
+            .graphs
+            .slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(t, s)| (t.clone(), s.clone()))
+            .collect();
+        let mut replaced = 0;
+        for (tenant, slot) in slots {
+            replaced += usize::from(self.refresh_slot(&tenant, &slot)?);
+        }
+        Ok(replaced)
+    }
+
+    /// Rebuilds `tenant`'s graph now if one is cached and behind (the writer's own
+    /// refresh at the end of an ingest job, so that the job's end means its documents
+    /// are in the graph). Returns whether it replaced one.
+    pub fn refresh_graph(&self, tenant: &str) -> Result<bool> {
+        let slot = self
+            .graphs
+            .slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(tenant)
+            .cloned();
+        match slot {
+            Some(slot) => self.refresh_slot(tenant, &slot),
+            None => Ok(false),
+        }
+    }
+
+    fn refresh_slot(&self, tenant: &str, slot: &GraphSlot) -> Result<bool> {
+        let Some(old) = slot.lock().unwrap_or_else(|e| e.into_inner()).clone() else {
+            return Ok(false);
+        };
+        if old.generation >= self.store.snapshot().tenant_generation(tenant) {
+            return Ok(false);
+        }
+        let new = Arc::new(self.build_graph(tenant)?);
+        self.graphs
+            .built_beside_requests
+            .fetch_add(1, Ordering::Relaxed);
+        let warm: Vec<(Scope, bool)> = {
+            let views = old.views.lock().unwrap_or_else(|e| e.into_inner());
+            let reports = old.reports.lock().unwrap_or_else(|e| e.into_inner());
+            views
+                .values()
+                .take(PREWARM_SCOPES)
+                .map(|v| {
+                    let had_reports = reports.contains_key(&(Arc::as_ptr(&v.view) as usize));
+                    (v.scope.clone(), had_reports)
+                })
+                .collect()
+        };
+        for (scope, had_reports) in warm {
+            let view = self.view_in(&new, &scope)?;
+            if had_reports {
+                self.view_reports(&new, &view)?;
+            }
+        }
+        let mut current = slot.lock().unwrap_or_else(|e| e.into_inner());
+        if current
+            .as_ref()
+            .is_none_or(|c| c.generation < new.generation)
+        {
+            *current = Some(new);
+            return Ok(true);
+        }
+        Ok(false)
     }
 
     /// Reads one tenant's documents, chunks and record tables from the catalog and
@@ -248,7 +420,12 @@ impl Engine {
         loop {
             // The label is read before the content, so the content is never older than
             // the generation it is cached under.
-            let label = self.store.snapshot().tenant_generation(tenant);
+            let snap = self.store.snapshot();
+            let (label, records_label) = (
+                snap.tenant_generation(tenant),
+                snap.records_generation(tenant),
+            );
+            drop(snap);
             let before = catalog.generation()?;
             let entries: Vec<_> = catalog
                 .documents()?
@@ -349,6 +526,7 @@ impl Engine {
                 .collect();
             return Ok(TenantState {
                 generation: label,
+                records_generation: records_label,
                 graph,
                 chunk_seq,
                 seq_chunk,
@@ -364,22 +542,39 @@ impl Engine {
         Ok(self.scoped_graph(scope)?.1)
     }
 
-    /// The tenant graph and the scope's view of it, cached by scope for as long as the
-    /// tenant's generation stays the same.
+    /// The tenant graph and the scope's view of it.
     pub(crate) fn scoped_graph(&self, scope: &Scope) -> Result<(Arc<TenantState>, Arc<GraphView>)> {
         let state = self.tenant_graph(scope.tenant())?;
-        let docs = self.store.view();
+        let view = self.view_in(&state, scope)?;
+        Ok((state, view))
+    }
+
+    /// The scope's view of `state`: only facts whose provenance it may read now. Cached
+    /// by scope for as long as the tenant's generation stays the same; computed again
+    /// against the current document view after a commit in the tenant, whatever
+    /// generation `state` was built at.
+    fn view_in(&self, state: &TenantState, scope: &Scope) -> Result<Arc<GraphView>> {
+        let snap = self.store.snapshot();
+        let docs = snap.view.clone();
+        let current = snap.tenant_generation(scope.tenant());
+        drop(snap);
         let mut groups = scope.groups().to_vec();
         groups.sort();
         let key = (scope.principal_id().to_string(), groups, scope.at());
-        if let Some(v) = state
+        let previous = match state
             .views
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&key)
         {
-            return Ok((state.clone(), v.clone()));
-        }
+            Some(v) if v.generation >= current => return Ok(v.view.clone()),
+            Some(v) => Some(v.view.clone()),
+            None => None,
+        };
+        let admitted = |doc_id: &str, version: &str| {
+            docs.find(scope.tenant(), doc_id, version)
+                .is_some_and(|i| docs.admits(i, scope))
+        };
         let may_read = |p: &Provenance| -> bool {
             if p.tenant != scope.tenant() {
                 return false;
@@ -391,20 +586,45 @@ impl Engine {
                             schema.row_readable_by(r, scope.principal_id(), scope.groups())
                         })
                 }),
-                None => docs
-                    .find(&p.tenant, &p.doc_id, &p.version)
-                    .is_some_and(|i| docs.admits(i, scope)),
+                None => admitted(&p.doc_id, &p.version),
             }
         };
         let view = Arc::new(state.graph.view(&may_read));
+        // The same graph seen by the same scope before this commit: its reports still
+        // stand if every source they quote is admitted now and every community member
+        // is still in the view (a commit that only adds documents, which the graph does
+        // not hold yet, changes neither).
+        if let Some(previous) = previous {
+            let mut reports = state.reports.lock().unwrap_or_else(|e| e.into_inner());
+            let kept = reports
+                .get(&(Arc::as_ptr(&previous) as usize))
+                .map(|(_, set)| set.clone())
+                .filter(|set| {
+                    set.still_holds(&view, &|chunk| {
+                        state
+                            .version_of_chunk(chunk)
+                            .is_some_and(|(doc, version)| admitted(doc, version))
+                    })
+                });
+            if let Some(set) = kept {
+                reports.insert(Arc::as_ptr(&view) as usize, (view.clone(), set));
+            }
+        }
         {
             let mut views = state.views.lock().unwrap_or_else(|e| e.into_inner());
             if views.len() >= VIEW_CACHE_SIZE {
                 views.clear();
             }
-            views.insert(key, view.clone());
+            views.insert(
+                key,
+                ScopedView {
+                    generation: current,
+                    scope: scope.clone(),
+                    view: view.clone(),
+                },
+            );
         }
-        Ok((state, view))
+        Ok(view)
     }
 
     /// Ranks for the `local` and `graph` modes.
@@ -903,7 +1123,7 @@ mod tests {
         // Tenant a's slot, held as a build would hold it.
         let slot = engine
             .graphs
-            .0
+            .slots
             .lock()
             .unwrap()
             .entry("a".into())

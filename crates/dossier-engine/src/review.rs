@@ -116,7 +116,7 @@ impl Engine {
         }
 
         for t in self.tenants()?.into_iter().filter(|t| wanted(t)) {
-            let state = self.tenant_graph(&t)?;
+            let state = self.current_graph(&t)?;
             for c in state.graph.resolver().candidates(MIN_MERGE_SIMILARITY) {
                 let subject = Subject::Merge {
                     alias: c.b.clone(),
@@ -361,7 +361,7 @@ impl Engine {
                 }
             }
             Subject::Merge { alias, canonical } => {
-                let state = self.tenant_graph(tenant)?;
+                let state = self.current_graph(tenant)?;
                 // The reviewer sees every source of the tenant: an administrator's view.
                 let all = state.graph.view(&|_| true);
                 for name in [alias, canonical] {
@@ -397,7 +397,7 @@ impl Engine {
                 }
             }
             Subject::Relation { chunk_id, .. } => {
-                let state = self.tenant_graph(tenant)?;
+                let state = self.current_graph(tenant)?;
                 if let Some(&seq) = state.chunk_seq.get(chunk_id) {
                     for c in self.store.catalog().chunks(&[seq])? {
                         let i = view.find(tenant, &c.chunk.doc_id, &c.chunk.version);
@@ -476,7 +476,7 @@ impl Engine {
             };
             // One graph and one whole-tenant view per tenant, not per proposal.
             if !graphs.contains_key(&c.tenant) {
-                let state = self.tenant_graph(&c.tenant)?;
+                let state = self.current_graph(&c.tenant)?;
                 let all = state.graph.view(&|_| true);
                 graphs.insert(c.tenant.clone(), (state, all));
             }

@@ -438,6 +438,11 @@ pub async fn start_ingest_job(
         let _permit = permit;
         let outcome = engine.ingest_for_tenant(&paths, &tenant, &mut job);
         cache.invalidate_tenant(&tenant);
+        // The job's end means its documents are in the tenant's graph too (requests
+        // meanwhile answer from the previous one; see `maintain`).
+        if let Err(e) = engine.refresh_graph(&tenant) {
+            eprintln!("dossier-server: refreshing tenant {tenant}'s graph failed: {e}");
+        }
         match outcome {
             Ok(report) => {
                 let report = relative_problems(report, &dir);

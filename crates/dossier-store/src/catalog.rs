@@ -69,6 +69,12 @@ pub struct ChangeSet {
     /// reader's document view must re-read (the rest of it stays as it was).
     #[serde(default)]
     pub docs: Vec<DocKey>,
+    /// Tenants whose record tables the commit replaced: what decides whether a tenant
+    /// graph built before it may still answer while a newer one is built (record rows
+    /// carry their own read rules, which only the graph holds). `None` in change sets
+    /// written before commits said so: every tenant in `tenants` counts as changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub records: Option<Vec<String>>,
 }
 
 /// `(tenant, doc_id, version)` of a stored document version.
@@ -139,6 +145,14 @@ pub fn tenants_touched(batch: &CommitBatch) -> Vec<String> {
         .chain(batch.decisions.iter().map(|d| d.tenant.clone()))
         .chain(batch.candidates.iter().map(|c| c.tenant.clone()))
         .collect();
+    t.sort();
+    t.dedup();
+    t
+}
+
+/// The tenants whose record tables a batch replaces, sorted.
+pub fn record_tenants(batch: &CommitBatch) -> Vec<String> {
+    let mut t: Vec<String> = batch.tables.iter().map(|(s, _)| s.tenant.clone()).collect();
     t.sort();
     t.dedup();
     t
@@ -504,6 +518,7 @@ impl CatalogBackend for Catalog {
         let tx = self.db.begin_write()?;
         let mut change = ChangeSet {
             tenants: tenants_touched(&batch),
+            records: Some(record_tenants(&batch)),
             ..ChangeSet::default()
         };
         {

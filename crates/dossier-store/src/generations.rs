@@ -34,6 +34,10 @@ pub struct GenMeta {
     /// in tantivy). Chunks committed later are in memory, in the index's tail, until
     /// linked and saved; after a restart the change log replays them.
     pub vectors_generation: u64,
+    /// Catalog generation both indexes have applied, the vector tail included: rewritten
+    /// by every commit (a small file), so operators and tests see commits land.
+    #[serde(default)]
+    pub applied_generation: u64,
     pub built_at: String,
     pub dim: usize,
 }
@@ -119,6 +123,7 @@ impl Generation {
             Ok(b) => serde_json::from_slice(&b)?,
             Err(_) => GenMeta {
                 vectors_generation: 0,
+                applied_generation: 0,
                 built_at: chrono::Utc::now().to_rfc3339(),
                 dim,
             },
@@ -252,11 +257,12 @@ impl Generation {
             // With vectors in the database there is nothing to link: the generation
             // is durable as soon as BM25 is. Otherwise the linker records it once the
             // vectors are in the saved HNSW.
+            let mut meta = self.meta.write();
             if !own_vectors {
-                let mut meta = self.meta.write();
                 meta.vectors_generation = last;
-                write_json_atomic(&self.dir.join("gen.json"), &*meta)?;
             }
+            meta.applied_generation = meta.applied_generation.max(last);
+            write_json_atomic(&self.dir.join("gen.json"), &*meta)?;
         }
         stats.vectors_ms += ms(t);
         Ok(stats)
@@ -320,6 +326,7 @@ impl Generation {
         *self.vectors.write() = LiveIndex::new(vectors, generation);
         let mut meta = self.meta.write();
         meta.vectors_generation = generation;
+        meta.applied_generation = generation;
         meta.built_at = chrono::Utc::now().to_rfc3339();
         write_json_atomic(&self.dir.join("gen.json"), &*meta)?;
         Ok(())

@@ -30,8 +30,8 @@ use postgres::{IsolationLevel, NoTls, Transaction};
 use r2d2_postgres::PostgresConnectionManager;
 
 use crate::catalog::{
-    check_vectors, doc_key, take_ordinal, tenants_touched, unknown_document, CatalogBackend,
-    ChangeSet, CommitBatch, DocEntry, DocKey, FoldStats, StoredChunk,
+    check_vectors, doc_key, record_tenants, take_ordinal, tenants_touched, unknown_document,
+    CatalogBackend, ChangeSet, CommitBatch, DocEntry, DocKey, FoldStats, StoredChunk,
 };
 use crate::store::Manifest;
 use crate::{Error, Result};
@@ -936,6 +936,7 @@ fn write_batch(tx: &mut Transaction, batch: CommitBatch) -> Result<ChangeSet> {
     let mut change = ChangeSet {
         generation: generation as u64,
         tenants,
+        records: Some(record_tenants(&batch)),
         ..ChangeSet::default()
     };
 

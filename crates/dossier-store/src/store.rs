@@ -282,12 +282,24 @@ impl Snapshot {
     pub fn tenant_generation(&self, tenant: &str) -> u64 {
         self.tenant_generations.of(tenant)
     }
+
+    /// The last catalog generation that replaced a record table of `tenant`.
+    pub fn records_generation(&self, tenant: &str) -> u64 {
+        self.tenant_generations
+            .records
+            .get(tenant)
+            .copied()
+            .unwrap_or(0)
+            .max(self.tenant_generations.everyone)
+    }
 }
 
 /// The last generation per tenant, from the change log.
 #[derive(Debug, Clone, Default)]
 struct TenantGenerations {
     by_tenant: HashMap<String, u64>,
+    /// The same for commits that replaced a tenant's record tables.
+    records: HashMap<String, u64>,
     /// Change sets written before commits recorded their tenants count for everyone.
     everyone: u64,
 }
@@ -308,6 +320,10 @@ impl TenantGenerations {
             }
             for t in &ch.tenants {
                 let g = self.by_tenant.entry(t.clone()).or_default();
+                *g = (*g).max(ch.generation);
+            }
+            for t in ch.records.as_ref().unwrap_or(&ch.tenants) {
+                let g = self.records.entry(t.clone()).or_default();
                 *g = (*g).max(ch.generation);
             }
         }
