@@ -147,7 +147,7 @@ fn run(seed: u64) {
         docs.insert(next, d);
         next += 1;
     }
-    let report = engine.ingest(&[src.clone()], &mut ()).unwrap();
+    let report = engine.ingest(std::slice::from_ref(&src), &mut ()).unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
 
     let readable = |docs: &BTreeMap<usize, Doc>, groups: &[&str]| -> BTreeSet<String> {
@@ -172,7 +172,7 @@ fn run(seed: u64) {
                 ever.insert(id(next));
                 docs.insert(next, d);
                 next += 1;
-                engine.ingest(&[src.clone()], &mut ()).unwrap();
+                engine.ingest(std::slice::from_ref(&src), &mut ()).unwrap();
                 format!("added {}", id(next - 1))
             }
             // A stored version replaced by one behind a group (newly restricted).
@@ -181,7 +181,7 @@ fn run(seed: u64) {
                 let d = docs.get_mut(&n).unwrap();
                 d.acl = Some(rng.gen_range(0..GROUPS.len()));
                 write_doc(&src, n, d, step + 100);
-                engine.ingest(&[src.clone()], &mut ()).unwrap();
+                engine.ingest(std::slice::from_ref(&src), &mut ()).unwrap();
                 format!("restricted {} to {}", id(n), GROUPS[d.acl.unwrap()])
             }
             // A document deleted.
@@ -255,7 +255,7 @@ fn without_a_refresher_requests_build_the_current_graph() {
         Box::new(dossier_embed::HashEmbedder::new(32)),
     )
     .unwrap();
-    engine.ingest(&[src.clone()], &mut ()).unwrap();
+    engine.ingest(std::slice::from_ref(&src), &mut ()).unwrap();
     let scope = engine.scope("pc", date()).unwrap();
     assert!(
         serde_json::to_string(&engine.graph_view(&scope).unwrap().entities())
