@@ -84,15 +84,18 @@ pub(crate) struct TenantState {
     /// The tenant generation its documents, records and decisions were read at.
     generation: u64,
     /// The last generation that replaced one of the tenant's record tables, as of the
-    /// build. Record rows' read rules live only here, so a graph whose tables are out of
-    /// date is never served (see [`Engine::tenant_graph`]).
+    /// build. A graph served after a later one filters its record facts against the
+    /// tables as they are now ([`Engine::tables_now`]).
     records_generation: u64,
     pub(crate) graph: TenantGraph,
     /// chunk id → sequence number, and back to chunk id and document id.
     pub(crate) chunk_seq: HashMap<String, u64>,
     pub(crate) seq_chunk: HashMap<u64, (String, String)>,
-    /// Record tables by name: schema and rows by key.
-    tables: HashMap<String, (RecordSchema, HashMap<String, RecordRow>)>,
+    /// Record tables by name: schema and rows by key, as read for this graph.
+    tables: Arc<Tables>,
+    /// The tenant's record tables as of a later records generation, read when this
+    /// graph is served behind a record change (see [`Engine::tables_now`]).
+    tables_now: Mutex<Option<(u64, Arc<Tables>)>>,
     /// Views already computed from this graph, by scope, each with the tenant
     /// generation whose document view it was filtered against: a view is reused only
     /// while that generation is current, so one computed before a delete or a
@@ -120,6 +123,9 @@ struct ScopedView {
     scope: Scope,
     view: Arc<GraphView>,
 }
+
+/// Record tables by name: schema and rows by key.
+type Tables = HashMap<String, (RecordSchema, HashMap<String, RecordRow>)>;
 
 pub(crate) type ReportCache = HashMap<usize, (Arc<GraphView>, Arc<ReportSet>)>;
 
@@ -283,8 +289,9 @@ impl Engine {
     /// only by documents and decisions keeps answering until the next one is ready:
     /// every view of it is filtered against the current document view
     /// ([`Engine::scoped_graph`]), so a deleted or newly restricted source is not shown
-    /// meanwhile; a new document's entities appear once the refresh lands. A graph
-    /// whose record tables changed is rebuilt here, since row read rules live only in it.
+    /// meanwhile; a new document's entities appear once the refresh lands. Record facts
+    /// are likewise filtered against the tables as they are now: a row deleted, changed
+    /// or no longer readable drops its facts at once.
     pub(crate) fn tenant_graph(&self, tenant: &str) -> Result<Arc<TenantState>> {
         self.tenant_graph_as(tenant, self.graphs.serve_stale.load(Ordering::Relaxed))
     }
@@ -300,12 +307,11 @@ impl Engine {
         // graph (and the views and reports hanging off it) alone.
         let snap = self.store.snapshot();
         let generation = snap.tenant_generation(tenant);
-        let records = snap.records_generation(tenant);
         drop(snap);
         let slot = self.graphs.slot(tenant);
         let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(s) = slot.as_ref() {
-            if s.generation >= generation || (allow_stale && s.records_generation >= records) {
+            if s.generation >= generation || allow_stale {
                 return Ok(s.clone());
             }
         }
@@ -517,20 +523,14 @@ impl Engine {
                     let _ = graph.resolver_mut().merge(alias, canonical, &reason);
                 }
             }
-            let tables = tables
-                .into_iter()
-                .map(|(s, rows)| {
-                    let rows = rows.into_iter().map(|r| (r.key.clone(), r)).collect();
-                    (s.table.clone(), (s, rows))
-                })
-                .collect();
             return Ok(TenantState {
                 generation: label,
                 records_generation: records_label,
                 graph,
                 chunk_seq,
                 seq_chunk,
-                tables,
+                tables: Arc::new(tables_by_name(tables)),
+                tables_now: Mutex::new(None),
                 views: Mutex::new(HashMap::new()),
                 reports: Mutex::new(HashMap::new()),
             });
@@ -557,6 +557,7 @@ impl Engine {
         let snap = self.store.snapshot();
         let docs = snap.view.clone();
         let current = snap.tenant_generation(scope.tenant());
+        let records = snap.records_generation(scope.tenant());
         drop(snap);
         let mut groups = scope.groups().to_vec();
         groups.sort();
@@ -575,16 +576,26 @@ impl Engine {
             docs.find(scope.tenant(), doc_id, version)
                 .is_some_and(|i| docs.admits(i, scope))
         };
+        let tables_now = self.tables_now(state, scope.tenant(), records)?;
         let may_read = |p: &Provenance| -> bool {
             if p.tenant != scope.tenant() {
                 return false;
             }
             match p.record_table() {
                 Some(t) => state.tables.get(t).is_some_and(|(schema, rows)| {
-                    schema.tenant == scope.tenant()
-                        && rows.get(&p.version).is_some_and(|r| {
-                            schema.row_readable_by(r, scope.principal_id(), scope.groups())
-                        })
+                    let Some(row) = rows.get(&p.version) else {
+                        return false;
+                    };
+                    // A graph behind a record change shows a row's facts only while the
+                    // row and its table's schema are as the graph read them: a row
+                    // deleted or changed (owner, links) hides them until the refresh.
+                    let unchanged = tables_now.as_ref().is_none_or(|now| {
+                        now.get(t)
+                            .is_some_and(|(s, rs)| s == schema && rs.get(&p.version) == Some(row))
+                    });
+                    unchanged
+                        && schema.tenant == scope.tenant()
+                        && schema.row_readable_by(row, scope.principal_id(), scope.groups())
                 }),
                 None => admitted(&p.doc_id, &p.version),
             }
@@ -625,6 +636,37 @@ impl Engine {
             );
         }
         Ok(view)
+    }
+
+    /// The tenant's record tables as of `records` (its current records generation) when
+    /// `state` was read before it; `None` when `state`'s own tables are current. Read
+    /// once per records generation and graph.
+    fn tables_now(
+        &self,
+        state: &TenantState,
+        tenant: &str,
+        records: u64,
+    ) -> Result<Option<Arc<Tables>>> {
+        if state.records_generation >= records {
+            return Ok(None);
+        }
+        let mut cached = state.tables_now.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((g, t)) = cached.as_ref() {
+            if *g >= records {
+                return Ok(Some(t.clone()));
+            }
+        }
+        // Read after `records` was: what is read is at least that current.
+        let tables: Vec<_> = self
+            .store
+            .catalog()
+            .record_tables()?
+            .into_iter()
+            .filter(|(s, _)| s.tenant == tenant)
+            .collect();
+        let tables = Arc::new(tables_by_name(tables));
+        *cached = Some((records, tables.clone()));
+        Ok(Some(tables))
     }
 
     /// Ranks for the `local` and `graph` modes.
@@ -1101,6 +1143,16 @@ impl NormalizedQuery {
             && ascii(hay[j..].chars().next());
         !glued_before && !glued_after
     }
+}
+
+fn tables_by_name(tables: Vec<(RecordSchema, Vec<RecordRow>)>) -> Tables {
+    tables
+        .into_iter()
+        .map(|(s, rows)| {
+            let rows = rows.into_iter().map(|r| (r.key.clone(), r)).collect();
+            (s.table.clone(), (s, rows))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -2,7 +2,8 @@
 //! from the graph built before it (no rebuild inside a request) until
 //! `refresh_graphs` swaps in the next one, and meanwhile nothing they return — graph
 //! views, community reports, every graph mode's hits and subgraph — names a document
-//! the caller may no longer read: deleted, or replaced by a version behind a group.
+//! the caller may no longer read (deleted, or replaced by a version behind a group) or
+//! a record row it may no longer read (deleted, or given to another owner).
 //! Randomised operations, checked against an oracle of what each principal may read,
 //! on whole serialised responses; both backends (`DOSSIER_TEST_POSTGRES`).
 
@@ -45,6 +46,45 @@ fn write_doc(src: &Path, n: usize, d: &Doc, generation: usize) {
         s = d.supplier,
     );
     std::fs::write(src.join(format!("{}.md", id(n))), text).unwrap();
+}
+
+/// Record rows of tenant `t`'s `orders` table: key number → (owner, product). The
+/// owner reads a row, and so does group `blue`.
+type Orders = BTreeMap<usize, (usize, u32)>;
+
+fn order_key(n: usize) -> String {
+    format!("Q-{n:03}")
+}
+
+fn write_orders(src: &Path, orders: &Orders) {
+    let dir = src.join("records");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("orders.schema.yaml"),
+        "table: orders\ntenant: t\nkey: order_id\nowner_field: owner\nread_groups: [blue]\n\
+         links:\n  - field: product\n    entity: Product\n    relation: contains_product\n",
+    )
+    .unwrap();
+    let rows: String = orders
+        .iter()
+        .map(|(n, (owner, product))| {
+            format!(
+                "{{\"order_id\":\"{}\",\"owner\":\"{}\",\"product\":\"P-{product}\"}}\n",
+                order_key(*n),
+                READERS[*owner].0
+            )
+        })
+        .collect();
+    std::fs::write(dir.join("orders.jsonl"), rows).unwrap();
+}
+
+/// The rows `who` may read.
+fn readable_orders(orders: &Orders, who: &str, groups: &[&str]) -> BTreeSet<String> {
+    orders
+        .iter()
+        .filter(|(_, (owner, _))| groups.contains(&"blue") || READERS[*owner].0 == who)
+        .map(|(n, _)| order_key(*n))
+        .collect()
 }
 
 fn date() -> NaiveDate {
@@ -135,6 +175,17 @@ fn run(seed: u64) {
     let mut docs: BTreeMap<usize, Doc> = BTreeMap::new();
     let mut ever: BTreeSet<String> = BTreeSet::new();
     let mut next = 0usize;
+    let mut orders: Orders = BTreeMap::new();
+    let mut next_order = 0usize;
+    for _ in 0..4 {
+        orders.insert(
+            next_order,
+            (rng.gen_range(0..READERS.len()), rng.gen_range(0..5)),
+        );
+        ever.insert(order_key(next_order));
+        next_order += 1;
+    }
+    write_orders(&src, &orders);
     let new_doc = |rng: &mut StdRng| Doc {
         acl: rng.gen_bool(0.4).then(|| rng.gen_range(0..GROUPS.len())),
         product: rng.gen_range(0..5),
@@ -150,20 +201,31 @@ fn run(seed: u64) {
     let report = engine.ingest(std::slice::from_ref(&src), &mut ()).unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
 
-    let readable = |docs: &BTreeMap<usize, Doc>, groups: &[&str]| -> BTreeSet<String> {
+    let readable_docs = |docs: &BTreeMap<usize, Doc>, groups: &[&str]| -> BTreeSet<String> {
         docs.iter()
             .filter(|(_, d)| d.acl.is_none_or(|g| groups.contains(&GROUPS[g])))
             .map(|(n, _)| id(*n))
             .collect()
     };
+    let readable = |docs: &BTreeMap<usize, Doc>, orders: &Orders, who: &str, groups: &[&str]| {
+        let mut r = readable_docs(docs, groups);
+        r.extend(readable_orders(orders, who, groups));
+        r
+    };
     // Warm: every reader's view and reports exist before the first commit.
     for (who, groups) in READERS {
-        check_reader(&engine, who, &readable(&docs, groups), &ever, "warm");
+        check_reader(
+            &engine,
+            who,
+            &readable(&docs, &orders, who, groups),
+            &ever,
+            "warm",
+        );
     }
     let mut in_requests = engine.graph_builds().in_requests;
     let mut refreshed = 0;
     for step in 0..24 {
-        let op = rng.gen_range(0..4);
+        let op = rng.gen_range(0..7);
         let what = match op {
             // A new document.
             0 => {
@@ -192,6 +254,38 @@ fn run(seed: u64) {
                 engine.delete(&id(n), Some("t")).unwrap();
                 format!("deleted {}", id(n))
             }
+            // A record row added.
+            3 => {
+                let owner = rng.gen_range(0..READERS.len());
+                orders.insert(next_order, (owner, rng.gen_range(0..5)));
+                ever.insert(order_key(next_order));
+                next_order += 1;
+                write_orders(&src, &orders);
+                engine.ingest(std::slice::from_ref(&src), &mut ()).unwrap();
+                format!(
+                    "added {} for {}",
+                    order_key(next_order - 1),
+                    READERS[owner].0
+                )
+            }
+            // A record row given to another owner.
+            4 if !orders.is_empty() => {
+                let n = *orders.keys().nth(rng.gen_range(0..orders.len())).unwrap();
+                let row = orders.get_mut(&n).unwrap();
+                row.0 = (row.0 + rng.gen_range(1..READERS.len())) % READERS.len();
+                let owner = READERS[row.0].0;
+                write_orders(&src, &orders);
+                engine.ingest(std::slice::from_ref(&src), &mut ()).unwrap();
+                format!("gave {} to {owner}", order_key(n))
+            }
+            // A record row deleted.
+            5 if !orders.is_empty() => {
+                let n = *orders.keys().nth(rng.gen_range(0..orders.len())).unwrap();
+                orders.remove(&n);
+                write_orders(&src, &orders);
+                engine.ingest(std::slice::from_ref(&src), &mut ()).unwrap();
+                format!("deleted {}", order_key(n))
+            }
             // The maintenance loop's turn.
             _ => {
                 refreshed += engine.refresh_graphs().unwrap();
@@ -200,7 +294,8 @@ fn run(seed: u64) {
         };
         let label = format!("seed {seed} step {step} ({what})");
         for (who, groups) in READERS {
-            check_reader(&engine, who, &readable(&docs, groups), &ever, &label);
+            let readable = readable(&docs, &orders, who, groups);
+            check_reader(&engine, who, &readable, &ever, &label);
         }
         let builds = engine.graph_builds().in_requests;
         assert_eq!(
@@ -209,16 +304,18 @@ fn run(seed: u64) {
         );
         in_requests = builds;
     }
-    // After a refresh the graph holds every readable document again.
+    // After a refresh the graph holds every readable document and row again.
     engine.refresh_graphs().unwrap();
-    let scope = engine.scope("pc", date()).unwrap();
-    let view = engine.graph_view(&scope).unwrap();
-    let named = serde_json::to_string(&view.entities()).unwrap();
-    for doc in readable(&docs, &[]) {
-        assert!(
-            named.contains(&doc),
-            "seed {seed}: {doc} missing after the refresh"
-        );
+    for (who, groups) in READERS {
+        let scope = engine.scope(who, date()).unwrap();
+        let view = engine.graph_view(&scope).unwrap();
+        let named = serde_json::to_string(&view.entities()).unwrap();
+        for item in readable(&docs, &orders, who, groups) {
+            assert!(
+                named.contains(&item),
+                "seed {seed}: {item} missing from {who}'s view after the refresh"
+            );
+        }
     }
     assert!(
         refreshed > 0 || engine.graph_builds().beside_requests > 0,
