@@ -5,6 +5,7 @@
 //! version). Recency or similarity never ends a version; unconfirmed look-alikes are
 //! reported as conflicts instead (see [`look_alikes`]).
 
+use std::borrow::Borrow;
 use std::collections::{HashMap, HashSet};
 
 use chrono::NaiveDate;
@@ -60,12 +61,12 @@ pub fn plan_validity(versions: &[DocumentVersion]) -> HashMap<VersionRef, Validi
 
 /// [`plan_validity`] with supersessions confirmed outside the documents' own front
 /// matter — approvals in the review queue — as `(newer, older)` pairs.
-pub fn plan_validity_with(
-    versions: &[DocumentVersion],
+pub fn plan_validity_with<V: Borrow<DocumentVersion>>(
+    versions: &[V],
     approved: &[(VersionRef, VersionRef)],
 ) -> HashMap<VersionRef, Validity> {
-    let mut out: HashMap<VersionRef, Validity> = versions
-        .iter()
+    let versions = || versions.iter().map(Borrow::borrow);
+    let mut out: HashMap<VersionRef, Validity> = versions()
         .map(|v| {
             (
                 v.key(),
@@ -76,13 +77,9 @@ pub fn plan_validity_with(
             )
         })
         .collect();
-    let starts: HashMap<VersionRef, Option<NaiveDate>> = versions
-        .iter()
-        .map(|v| (v.key(), v.effective_from))
-        .collect();
-    let declared = versions
-        .iter()
-        .filter_map(|v| Some((v.key(), v.supersedes.clone()?)));
+    let starts: HashMap<VersionRef, Option<NaiveDate>> =
+        versions().map(|v| (v.key(), v.effective_from)).collect();
+    let declared = versions().filter_map(|v| Some((v.key(), v.supersedes.clone()?)));
     for (newer, old) in declared.chain(approved.iter().cloned()) {
         if old == newer {
             continue;
@@ -113,15 +110,16 @@ pub struct LookAlike {
 /// title (titles compared after normalisation, with bracketed qualifiers removed), and
 /// overlapping validity. Pairs linked by a confirmed supersession are not conflicts,
 /// nor are pairs a reviewer has settled (`settled`: document-id pairs, either order).
-pub fn look_alikes(
-    versions: &[DocumentVersion],
+pub fn look_alikes<V: Borrow<DocumentVersion>>(
+    versions: &[V],
     validity: &HashMap<VersionRef, Validity>,
     settled: &HashSet<(String, String)>,
 ) -> Vec<LookAlike> {
     let mut by_title: HashMap<(String, Option<String>, String), Vec<&DocumentVersion>> =
         HashMap::new();
     // Corpus passages are independent texts, not versions of one another.
-    for v in versions.iter().filter(|v| v.kind != DocKind::Passage) {
+    let versions = versions.iter().map(Borrow::borrow);
+    for v in versions.filter(|v: &&DocumentVersion| v.kind != DocKind::Passage) {
         let t = base_title(&v.title);
         if t.is_empty() {
             continue;

@@ -39,7 +39,7 @@ pub struct DocsView {
     /// Shared with the views before and after it: a commit copies pointers, not entries.
     pub entries: Vec<Arc<DocEntry>>,
     pub validity: Vec<Validity>,
-    by_key: HashMap<(String, String, String), usize>,
+    by_key: KeyIndex,
     pub look_alikes: Vec<(String, LookAlike)>,
     /// Admission sets already computed for this view, by scope. A commit builds a new
     /// view, so a cached set can never outlive the documents it was computed from.
@@ -59,7 +59,7 @@ const ADMIT_CACHE_SIZE: usize = 1024;
 /// rejected look-alike pair is no longer a conflict.
 fn plan_tenant(
     tenant: &str,
-    versions: &[DocumentVersion],
+    versions: &[&DocumentVersion],
     decisions: &[Decision],
 ) -> (HashMap<VersionRef, Validity>, Vec<LookAlike>) {
     let mine = || decisions.iter().filter(|d| d.tenant == tenant);
@@ -78,6 +78,74 @@ fn plan_tenant(
     let plan = plan_validity_with(versions, &approved);
     let conflicts = look_alikes(versions, &plan, &settled);
     (plan, conflicts)
+}
+
+/// What [`DocsView::assemble`] takes over from the view before a commit.
+struct Reuse<'a> {
+    old: &'a DocsView,
+    /// Tenants the commit touched: planned again.
+    touched: &'a HashSet<String>,
+    /// For each new entry, its index in `old` (`None` for an entry read afresh).
+    carried: &'a [Option<usize>],
+}
+
+/// Entries by `(tenant, doc_id, version)`, as a hash of the three to the index: built
+/// without copying a string (a commit builds one for every entry of the store), and
+/// checked against the entry on lookup, so a collision costs a comparison, never a
+/// wrong answer.
+#[derive(Clone, Default)]
+struct KeyIndex {
+    first: HashMap<u64, usize>,
+    /// Further entries whose key hashes like one in `first` (rare).
+    more: HashMap<u64, Vec<usize>>,
+}
+
+impl KeyIndex {
+    fn new(entries: &[Arc<DocEntry>]) -> KeyIndex {
+        let mut index = KeyIndex {
+            first: HashMap::with_capacity(entries.len()),
+            more: HashMap::new(),
+        };
+        for (i, e) in entries.iter().enumerate() {
+            let h = key_hash(&e.meta.tenant, &e.meta.doc_id, &e.meta.version);
+            match index.first.entry(h) {
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(i);
+                }
+                std::collections::hash_map::Entry::Occupied(_) => {
+                    index.more.entry(h).or_default().push(i);
+                }
+            }
+        }
+        index
+    }
+
+    fn find(
+        &self,
+        entries: &[Arc<DocEntry>],
+        tenant: &str,
+        doc_id: &str,
+        version: &str,
+    ) -> Option<usize> {
+        let is = |i: &usize| {
+            let m = &entries[*i].meta;
+            m.tenant == tenant && m.doc_id == doc_id && m.version == version
+        };
+        let h = key_hash(tenant, doc_id, version);
+        let first = self.first.get(&h)?;
+        if is(first) {
+            return Some(*first);
+        }
+        self.more.get(&h)?.iter().copied().find(|i| is(i))
+    }
+}
+
+fn key_hash(tenant: &str, doc_id: &str, version: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    // `str`'s Hash ends each string with a separator, so ("ab", "c") ≠ ("a", "bc").
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (tenant, doc_id, version).hash(&mut h);
+    h.finish()
 }
 
 impl DocsView {
@@ -104,17 +172,29 @@ impl DocsView {
         }
         let wanted: Vec<DocKey> = keys.iter().map(|k| (*k).clone()).collect();
         let fresh = catalog.documents_by_key(&wanted)?;
-        let entries: Vec<Arc<DocEntry>> = self
-            .entries
-            .iter()
-            .filter(|e| !keys.contains(&doc_key(&e.meta)))
-            .cloned()
-            .chain(fresh.into_iter().map(Arc::new))
-            .collect();
+        // Each kept entry with its index in this view, so that an untouched tenant's
+        // validity is carried over by position (no lookups, no string copies).
+        let mut carried: Vec<Option<usize>> = Vec::with_capacity(self.entries.len());
+        let mut entries: Vec<Arc<DocEntry>> = Vec::with_capacity(self.entries.len());
+        for (i, e) in self.entries.iter().enumerate() {
+            let replaced = touched.contains(&e.meta.tenant) && keys.contains(&doc_key(&e.meta));
+            if !replaced {
+                entries.push(e.clone());
+                carried.push(Some(i));
+            }
+        }
+        for e in fresh {
+            entries.push(Arc::new(e));
+            carried.push(None);
+        }
         Ok(Self::assemble(
             entries,
             &catalog.decisions()?,
-            Some((self, &touched)),
+            Some(Reuse {
+                old: self,
+                touched: &touched,
+                carried: &carried,
+            }),
         ))
     }
 
@@ -135,24 +215,27 @@ impl DocsView {
     fn assemble(
         entries: Vec<Arc<DocEntry>>,
         decisions: &[Decision],
-        reuse: Option<(&DocsView, &HashSet<String>)>,
+        reuse: Option<Reuse<'_>>,
     ) -> DocsView {
-        let mut by_tenant: HashMap<&str, Vec<DocumentVersion>> = HashMap::new();
+        let mut by_tenant: HashMap<&str, Vec<&DocumentVersion>> = HashMap::new();
         for e in &entries {
-            let planned_again = reuse.is_none_or(|(_, touched)| touched.contains(&e.meta.tenant));
+            let planned_again = reuse
+                .as_ref()
+                .is_none_or(|r| r.touched.contains(&e.meta.tenant));
             if planned_again {
                 by_tenant
                     .entry(e.meta.tenant.as_str())
                     .or_default()
-                    .push(e.meta.clone());
+                    .push(&e.meta);
             }
         }
         let mut plans = HashMap::new();
-        let mut conflicts: Vec<(String, LookAlike)> = match reuse {
-            Some((old, touched)) => old
+        let mut conflicts: Vec<(String, LookAlike)> = match &reuse {
+            Some(r) => r
+                .old
                 .look_alikes
                 .iter()
-                .filter(|(t, _)| !touched.contains(t))
+                .filter(|(t, _)| !r.touched.contains(t))
                 .cloned()
                 .collect(),
             None => Vec::new(),
@@ -164,31 +247,19 @@ impl DocsView {
         }
         let validity = entries
             .iter()
-            .map(|e| match plans.get(&e.meta.tenant) {
+            .enumerate()
+            .map(|(i, e)| match plans.get(&e.meta.tenant) {
                 Some(plan) => plan[&e.meta.key()],
                 None => {
-                    let (old, _) = reuse.expect("an unplanned tenant comes from the old view");
-                    let i = old
-                        .find(&e.meta.tenant, &e.meta.doc_id, &e.meta.version)
-                        .expect("an untouched tenant's version is in the old view");
-                    old.validity[i]
+                    let r = reuse
+                        .as_ref()
+                        .expect("an unplanned tenant comes from the old view");
+                    let was = r.carried[i].expect("an untouched tenant's version is carried");
+                    r.old.validity[was]
                 }
             })
             .collect();
-        let by_key = entries
-            .iter()
-            .enumerate()
-            .map(|(i, e)| {
-                (
-                    (
-                        e.meta.tenant.clone(),
-                        e.meta.doc_id.clone(),
-                        e.meta.version.clone(),
-                    ),
-                    i,
-                )
-            })
-            .collect();
+        let by_key = KeyIndex::new(&entries);
         DocsView {
             entries,
             validity,
@@ -246,9 +317,7 @@ impl DocsView {
     }
 
     pub fn find(&self, tenant: &str, doc_id: &str, version: &str) -> Option<usize> {
-        self.by_key
-            .get(&(tenant.to_string(), doc_id.to_string(), version.to_string()))
-            .copied()
+        self.by_key.find(&self.entries, tenant, doc_id, version)
     }
 
     /// Versions of `doc_id` in `tenant` that `scope` may see.
