@@ -27,11 +27,13 @@ pub mod postgres;
 mod scope;
 mod store;
 pub mod testing;
+mod view;
 
 pub use catalog::{Catalog, CatalogBackend, ChangeSet, DocEntry, FoldStats, StoredChunk};
 pub use generations::GenerationInfo;
 pub use scope::Scope;
-pub use store::{CommitStats, DocsView, Manifest, Snapshot, Store, StoreLocation, FORMAT_VERSION};
+pub use store::{CommitStats, Manifest, Snapshot, Store, StoreLocation, FORMAT_VERSION};
+pub use view::DocsView;
 
 /// Errors of the store.
 #[derive(Debug, thiserror::Error)]

@@ -1,23 +1,19 @@
 //! The store facade: manifest, catalog, active index generation and the in-memory
 //! view of document versions that scope filters are computed from.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use dossier_core::review::{Decision, Subject};
-use dossier_core::validity::{look_alikes, plan_validity_with, LookAlike, Validity};
-use dossier_core::{DocumentVersion, VersionRef};
 use dossier_index::Admit;
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::{
-    doc_key, Catalog, CatalogBackend, ChangeSet, CommitBatch, DocEntry, DocKey, FoldStats,
-};
+use crate::catalog::{Catalog, CatalogBackend, ChangeSet, CommitBatch, FoldStats};
 use crate::generations::{read_pointer, write_pointer, ApplyStats, Generation, GenerationInfo};
 use crate::postgres::PgCatalog;
 use crate::scope::Scope;
+use crate::view::DocsView;
 use crate::{io_err, Error, Result};
 
 /// Version of the on-disk layout this build reads and writes.
@@ -32,303 +28,6 @@ pub struct Manifest {
     pub embedder_model: String,
     pub dim: usize,
     pub created_at: String,
-}
-
-/// Document versions with their validity, as of the last commit.
-pub struct DocsView {
-    /// Shared with the views before and after it: a commit copies pointers, not entries.
-    pub entries: Vec<Arc<DocEntry>>,
-    pub validity: Vec<Validity>,
-    by_key: KeyIndex,
-    pub look_alikes: Vec<(String, LookAlike)>,
-    /// Admission sets already computed for this view, by scope. A commit builds a new
-    /// view, so a cached set can never outlive the documents it was computed from.
-    admit_cache: Mutex<HashMap<ScopeKey, Admit>>,
-    /// Chunks an admission set admits, by the set's identity (a search asks per query).
-    chunk_counts: Mutex<HashMap<u64, usize>>,
-}
-
-/// What an admission set depends on: tenant, sorted groups, date.
-type ScopeKey = (String, Vec<String>, chrono::NaiveDate);
-
-/// Distinct scopes whose admission sets a view keeps.
-const ADMIT_CACHE_SIZE: usize = 1024;
-
-/// Validity and conflicts of one tenant's versions, with the review queue's `decisions`:
-/// an approved supersession ends the older version like a declared one; an approved or
-/// rejected look-alike pair is no longer a conflict.
-fn plan_tenant(
-    tenant: &str,
-    versions: &[&DocumentVersion],
-    decisions: &[Decision],
-) -> (HashMap<VersionRef, Validity>, Vec<LookAlike>) {
-    let mine = || decisions.iter().filter(|d| d.tenant == tenant);
-    let approved: Vec<(VersionRef, VersionRef)> = mine()
-        .filter_map(|d| d.confirmed_supersession())
-        .map(|(n, o)| (n.clone(), o.clone()))
-        .collect();
-    let settled: HashSet<(String, String)> = mine()
-        .filter_map(|d| match &d.subject {
-            Subject::Supersession { newer, older } => {
-                Some((newer.doc_id.clone(), older.doc_id.clone()))
-            }
-            _ => None,
-        })
-        .collect();
-    let plan = plan_validity_with(versions, &approved);
-    let conflicts = look_alikes(versions, &plan, &settled);
-    (plan, conflicts)
-}
-
-/// What [`DocsView::assemble`] takes over from the view before a commit.
-struct Reuse<'a> {
-    old: &'a DocsView,
-    /// Tenants the commit touched: planned again.
-    touched: &'a HashSet<String>,
-    /// For each new entry, its index in `old` (`None` for an entry read afresh).
-    carried: &'a [Option<usize>],
-}
-
-/// Entries by `(tenant, doc_id, version)`, as a hash of the three to the index: built
-/// without copying a string (a commit builds one for every entry of the store), and
-/// checked against the entry on lookup, so a collision costs a comparison, never a
-/// wrong answer.
-#[derive(Clone, Default)]
-struct KeyIndex {
-    first: HashMap<u64, usize>,
-    /// Further entries whose key hashes like one in `first` (rare).
-    more: HashMap<u64, Vec<usize>>,
-}
-
-impl KeyIndex {
-    fn new(entries: &[Arc<DocEntry>]) -> KeyIndex {
-        let mut index = KeyIndex {
-            first: HashMap::with_capacity(entries.len()),
-            more: HashMap::new(),
-        };
-        for (i, e) in entries.iter().enumerate() {
-            let h = key_hash(&e.meta.tenant, &e.meta.doc_id, &e.meta.version);
-            match index.first.entry(h) {
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    v.insert(i);
-                }
-                std::collections::hash_map::Entry::Occupied(_) => {
-                    index.more.entry(h).or_default().push(i);
-                }
-            }
-        }
-        index
-    }
-
-    fn find(
-        &self,
-        entries: &[Arc<DocEntry>],
-        tenant: &str,
-        doc_id: &str,
-        version: &str,
-    ) -> Option<usize> {
-        let is = |i: &usize| {
-            let m = &entries[*i].meta;
-            m.tenant == tenant && m.doc_id == doc_id && m.version == version
-        };
-        let h = key_hash(tenant, doc_id, version);
-        let first = self.first.get(&h)?;
-        if is(first) {
-            return Some(*first);
-        }
-        self.more.get(&h)?.iter().copied().find(|i| is(i))
-    }
-}
-
-fn key_hash(tenant: &str, doc_id: &str, version: &str) -> u64 {
-    use std::hash::{Hash, Hasher};
-    // `str`'s Hash ends each string with a separator, so ("ab", "c") ≠ ("a", "bc").
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    (tenant, doc_id, version).hash(&mut h);
-    h.finish()
-}
-
-impl DocsView {
-    /// The view of `entries`, every tenant planned afresh.
-    fn build(entries: Vec<DocEntry>, decisions: &[Decision]) -> DocsView {
-        Self::assemble(entries.into_iter().map(Arc::new).collect(), decisions, None)
-    }
-
-    /// The view after `changes`: only the document versions they name are re-read and
-    /// only the tenants they touch are planned again; every other tenant's entries,
-    /// validity and conflicts are carried over. Change sets that do not name their
-    /// documents (older stores) fall back to a whole rebuild.
-    fn updated(&self, changes: &[ChangeSet], catalog: &dyn CatalogBackend) -> Result<DocsView> {
-        if changes.iter().any(|c| !c.names_its_documents()) {
-            return Ok(DocsView::build(catalog.documents()?, &catalog.decisions()?));
-        }
-        let keys: HashSet<&DocKey> = changes.iter().flat_map(|c| c.docs.iter()).collect();
-        let touched: HashSet<String> = changes
-            .iter()
-            .flat_map(|c| c.tenants.iter().cloned())
-            .collect();
-        if touched.is_empty() {
-            return Ok(self.carried_over());
-        }
-        let wanted: Vec<DocKey> = keys.iter().map(|k| (*k).clone()).collect();
-        let fresh = catalog.documents_by_key(&wanted)?;
-        // Each kept entry with its index in this view, so that an untouched tenant's
-        // validity is carried over by position (no lookups, no string copies).
-        let mut carried: Vec<Option<usize>> = Vec::with_capacity(self.entries.len());
-        let mut entries: Vec<Arc<DocEntry>> = Vec::with_capacity(self.entries.len());
-        for (i, e) in self.entries.iter().enumerate() {
-            let replaced = touched.contains(&e.meta.tenant) && keys.contains(&doc_key(&e.meta));
-            if !replaced {
-                entries.push(e.clone());
-                carried.push(Some(i));
-            }
-        }
-        for e in fresh {
-            entries.push(Arc::new(e));
-            carried.push(None);
-        }
-        Ok(Self::assemble(
-            entries,
-            &catalog.decisions()?,
-            Some(Reuse {
-                old: self,
-                touched: &touched,
-                carried: &carried,
-            }),
-        ))
-    }
-
-    /// The same entries under a new identity (nothing a view holds changed).
-    fn carried_over(&self) -> DocsView {
-        DocsView {
-            entries: self.entries.clone(),
-            validity: self.validity.clone(),
-            by_key: self.by_key.clone(),
-            look_alikes: self.look_alikes.clone(),
-            admit_cache: Mutex::new(HashMap::new()),
-            chunk_counts: Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// Plans validity per tenant — or, for a tenant outside `reuse`'s touched set, takes
-    /// it from the earlier view — and indexes the entries.
-    fn assemble(
-        entries: Vec<Arc<DocEntry>>,
-        decisions: &[Decision],
-        reuse: Option<Reuse<'_>>,
-    ) -> DocsView {
-        let mut by_tenant: HashMap<&str, Vec<&DocumentVersion>> = HashMap::new();
-        for e in &entries {
-            let planned_again = reuse
-                .as_ref()
-                .is_none_or(|r| r.touched.contains(&e.meta.tenant));
-            if planned_again {
-                by_tenant
-                    .entry(e.meta.tenant.as_str())
-                    .or_default()
-                    .push(&e.meta);
-            }
-        }
-        let mut plans = HashMap::new();
-        let mut conflicts: Vec<(String, LookAlike)> = match &reuse {
-            Some(r) => r
-                .old
-                .look_alikes
-                .iter()
-                .filter(|(t, _)| !r.touched.contains(t))
-                .cloned()
-                .collect(),
-            None => Vec::new(),
-        };
-        for (tenant, versions) in &by_tenant {
-            let (plan, found) = plan_tenant(tenant, versions, decisions);
-            conflicts.extend(found.into_iter().map(|l| (tenant.to_string(), l)));
-            plans.insert(tenant.to_string(), plan);
-        }
-        let validity = entries
-            .iter()
-            .enumerate()
-            .map(|(i, e)| match plans.get(&e.meta.tenant) {
-                Some(plan) => plan[&e.meta.key()],
-                None => {
-                    let r = reuse
-                        .as_ref()
-                        .expect("an unplanned tenant comes from the old view");
-                    let was = r.carried[i].expect("an untouched tenant's version is carried");
-                    r.old.validity[was]
-                }
-            })
-            .collect();
-        let by_key = KeyIndex::new(&entries);
-        DocsView {
-            entries,
-            validity,
-            by_key,
-            look_alikes: conflicts,
-            admit_cache: Mutex::new(HashMap::new()),
-            chunk_counts: Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// Whether `scope` may see this entry: tenant, ACL, and in force on `scope.at()`.
-    pub fn admits(&self, i: usize, scope: &Scope) -> bool {
-        scope.may_read(&self.entries[i].meta) && self.validity[i].in_force(scope.at())
-    }
-
-    /// The admission set of a scope (the principal id does not enter into it).
-    pub fn admit(&self, scope: &Scope) -> Admit {
-        let mut groups = scope.groups().to_vec();
-        groups.sort();
-        let key = (scope.tenant().to_string(), groups, scope.at());
-        if let Some(a) = self.admit_cache.lock().get(&key) {
-            return a.clone();
-        }
-        let admitted: Vec<u32> = (0..self.entries.len())
-            .filter(|&i| self.admits(i, scope))
-            .map(|i| self.entries[i].dv)
-            .collect();
-        let everything = admitted.len() == self.entries.len();
-        let admit = Admit::from_ordinals(admitted).covering_everything(everything);
-        let mut cache = self.admit_cache.lock();
-        if cache.len() >= ADMIT_CACHE_SIZE {
-            cache.clear();
-        }
-        cache.insert(key, admit.clone());
-        admit
-    }
-
-    /// How many chunks `admit` admits in this view (counted once per set).
-    pub fn admitted_chunks(&self, admit: &Admit) -> usize {
-        if let Some(&n) = self.chunk_counts.lock().get(&admit.id()) {
-            return n;
-        }
-        let n = self
-            .entries
-            .iter()
-            .filter(|e| admit.contains(e.dv))
-            .map(|e| e.seqs.len())
-            .sum();
-        let mut counts = self.chunk_counts.lock();
-        if counts.len() >= ADMIT_CACHE_SIZE {
-            counts.clear();
-        }
-        counts.insert(admit.id(), n);
-        n
-    }
-
-    pub fn find(&self, tenant: &str, doc_id: &str, version: &str) -> Option<usize> {
-        self.by_key.find(&self.entries, tenant, doc_id, version)
-    }
-
-    /// Versions of `doc_id` in `tenant` that `scope` may see.
-    pub fn visible_versions<'a>(
-        &'a self,
-        doc_id: &'a str,
-        scope: &'a Scope,
-    ) -> impl Iterator<Item = usize> + 'a {
-        (0..self.entries.len())
-            .filter(move |&i| self.entries[i].meta.doc_id == doc_id && self.admits(i, scope))
-    }
 }
 
 /// What one request reads: the document view and the active index generation, taken
@@ -690,7 +389,7 @@ impl Store {
         tenant_generations.record(&log);
         // The view is read after the log, so it reflects at least the log's last commit.
         let generation = log.last().map_or(0, |c| c.generation);
-        let view = DocsView::build(catalog.documents()?, &catalog.decisions()?);
+        let view = DocsView::build(catalog.documents()?, catalog.decisions()?);
         Ok(Store {
             dir,
             location,
