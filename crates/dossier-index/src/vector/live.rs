@@ -155,7 +155,7 @@ impl LiveIndex {
         hits.truncate(k);
     }
 
-    /// Plans linking up to `max` tail rows (at most [`LINK_BATCH`]); `None` when the
+    /// Plans linking up to `max` tail rows (at most `LINK_BATCH`); `None` when the
     /// tail is empty. Read-only: runs beside searches and appends.
     pub fn plan(&self, max: usize) -> Option<LinkPlan> {
         use rayon::prelude::*;
