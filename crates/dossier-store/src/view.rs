@@ -25,6 +25,11 @@ pub struct DocsView {
     pub validity: Vec<Validity>,
     /// Per entry, the title look-alikes are grouped by (empty: never a look-alike).
     titles: Vec<Arc<str>>,
+    /// Per entry, the hash of its key and its tenant's ordinal in `tenants`: what a
+    /// commit's walk over every entry reads, so that it never follows an entry's strings.
+    hashes: Vec<u64>,
+    tenant_of: Vec<u32>,
+    tenants: Vec<Arc<str>>,
     by_key: KeyIndex,
     pub look_alikes: Vec<(String, LookAlike)>,
     /// The review decisions validity and conflicts were planned with.
@@ -78,11 +83,47 @@ fn look_alike_title(meta: &DocumentVersion) -> Arc<str> {
     Arc::from(base_title(&meta.title))
 }
 
+/// Per entry, its key's hash and its tenant's ordinal (see [`DocsView`]).
+#[derive(Default)]
+struct EntryIds {
+    hashes: Vec<u64>,
+    tenant_of: Vec<u32>,
+    tenants: Vec<Arc<str>>,
+    /// `tenants` by name, filled on first use.
+    ordinals: HashMap<Arc<str>, u32>,
+}
+
+impl EntryIds {
+    fn push(&mut self, meta: &DocumentVersion) {
+        self.hashes
+            .push(key_hash(&meta.tenant, &meta.doc_id, &meta.version));
+        if self.ordinals.len() < self.tenants.len() {
+            self.ordinals = (0u32..)
+                .zip(&self.tenants)
+                .map(|(i, t)| (t.clone(), i))
+                .collect();
+        }
+        let t = match self.ordinals.get(meta.tenant.as_str()) {
+            Some(&t) => t,
+            None => {
+                let name: Arc<str> = Arc::from(meta.tenant.as_str());
+                let t = u32::try_from(self.tenants.len()).expect("fewer than 2^32 tenants");
+                self.tenants.push(name.clone());
+                self.ordinals.insert(name, t);
+                t
+            }
+        };
+        self.tenant_of.push(t);
+    }
+}
+
 /// What [`DocsView::assemble`] takes over from the view before a commit.
 struct Reuse<'a> {
     old: &'a DocsView,
     /// Tenants the commit touched: planned again.
     touched: &'a HashSet<String>,
+    /// The same, by tenant ordinal.
+    touched_ix: &'a [bool],
     /// For each new entry, its index in `old` (`None` for an entry read afresh).
     carried: &'a [Option<usize>],
     /// Indexes in `old` of the entries the commit replaced or deleted.
@@ -101,13 +142,13 @@ struct KeyIndex {
 }
 
 impl KeyIndex {
-    fn new(entries: &[Arc<DocEntry>]) -> KeyIndex {
+    /// The index of entries whose key hashes are `hashes`.
+    fn new(hashes: &[u64]) -> KeyIndex {
         let mut index = KeyIndex {
-            first: HashMap::with_capacity(entries.len()),
+            first: HashMap::with_capacity(hashes.len()),
             more: HashMap::new(),
         };
-        for (i, e) in entries.iter().enumerate() {
-            let h = key_hash(&e.meta.tenant, &e.meta.doc_id, &e.meta.version);
+        for (i, &h) in hashes.iter().enumerate() {
             match index.first.entry(h) {
                 std::collections::hash_map::Entry::Vacant(v) => {
                     v.insert(i);
@@ -151,7 +192,12 @@ fn key_hash(tenant: &str, doc_id: &str, version: &str) -> u64 {
 impl DocsView {
     /// The view of `entries`, every tenant planned afresh.
     pub(crate) fn build(entries: Vec<DocEntry>, decisions: Vec<Decision>) -> DocsView {
-        Self::assemble(entries.into_iter().map(Arc::new).collect(), decisions, None)
+        let entries: Vec<Arc<DocEntry>> = entries.into_iter().map(Arc::new).collect();
+        let mut ids = EntryIds::default();
+        for e in &entries {
+            ids.push(&e.meta);
+        }
+        Self::assemble(entries, ids, decisions, None)
     }
 
     /// The view after `changes`: only the document versions they name are re-read, and
@@ -179,29 +225,52 @@ impl DocsView {
         }
         let wanted: Vec<DocKey> = keys.iter().map(|k| (*k).clone()).collect();
         let fresh = catalog.documents_by_key(&wanted)?;
+        let touched_ix: Vec<bool> = self
+            .tenants
+            .iter()
+            .map(|t| touched.contains(&**t))
+            .collect();
+        let wanted_hashes: HashSet<u64> = keys.iter().map(|(t, d, v)| key_hash(t, d, v)).collect();
         // Each kept entry with its index in this view, so that what is known of it is
         // carried over by position (no lookups, no string copies).
-        let mut carried: Vec<Option<usize>> = Vec::with_capacity(self.entries.len());
-        let mut entries: Vec<Arc<DocEntry>> = Vec::with_capacity(self.entries.len());
+        let n = self.entries.len();
+        let mut carried: Vec<Option<usize>> = Vec::with_capacity(n);
+        let mut entries: Vec<Arc<DocEntry>> = Vec::with_capacity(n);
+        let mut ids = EntryIds {
+            hashes: Vec::with_capacity(n),
+            tenant_of: Vec::with_capacity(n),
+            tenants: self.tenants.clone(),
+            ordinals: HashMap::new(),
+        };
         let mut removed: Vec<usize> = Vec::new();
         for (i, e) in self.entries.iter().enumerate() {
-            if touched.contains(&e.meta.tenant) && keys.contains(&doc_key(&e.meta)) {
+            let replaced = touched_ix[self.tenant_of[i] as usize]
+                && wanted_hashes.contains(&self.hashes[i])
+                && keys.contains(&doc_key(&e.meta));
+            if replaced {
                 removed.push(i);
             } else {
                 entries.push(e.clone());
                 carried.push(Some(i));
+                ids.hashes.push(self.hashes[i]);
+                ids.tenant_of.push(self.tenant_of[i]);
             }
         }
         for e in fresh {
+            ids.push(&e.meta);
             entries.push(Arc::new(e));
             carried.push(None);
         }
+        // A tenant new with this commit is touched too.
+        let touched_ix: Vec<bool> = ids.tenants.iter().map(|t| touched.contains(&**t)).collect();
         Ok(Self::assemble(
             entries,
+            ids,
             catalog.decisions()?,
             Some(Reuse {
                 old: self,
                 touched: &touched,
+                touched_ix: &touched_ix,
                 carried: &carried,
                 removed: &removed,
             }),
@@ -214,6 +283,9 @@ impl DocsView {
             entries: self.entries.clone(),
             validity: self.validity.clone(),
             titles: self.titles.clone(),
+            hashes: self.hashes.clone(),
+            tenant_of: self.tenant_of.clone(),
+            tenants: self.tenants.clone(),
             by_key: self.by_key.clone(),
             look_alikes: self.look_alikes.clone(),
             decisions: self.decisions.clone(),
@@ -228,6 +300,7 @@ impl DocsView {
     /// and indexes the entries.
     fn assemble(
         entries: Vec<Arc<DocEntry>>,
+        ids: EntryIds,
         decisions: Vec<Decision>,
         reuse: Option<Reuse<'_>>,
     ) -> DocsView {
@@ -239,16 +312,16 @@ impl DocsView {
                 None => look_alike_title(&e.meta),
             })
             .collect();
-        let by_key = KeyIndex::new(&entries);
+        let by_key = KeyIndex::new(&ids.hashes);
         let mut validity: Vec<Option<Validity>> = vec![None; entries.len()];
-        let mut planned: HashMap<&str, Vec<usize>> = HashMap::new();
-        for (i, e) in entries.iter().enumerate() {
+        let mut planned: HashMap<u32, Vec<usize>> = HashMap::new();
+        for (i, &t) in ids.tenant_of.iter().enumerate() {
             match &reuse {
-                Some(r) if !r.touched.contains(&e.meta.tenant) => {
+                Some(r) if !r.touched_ix[t as usize] => {
                     let was = r.carried[i].expect("an untouched tenant's version is carried");
                     validity[i] = Some(r.old.validity[was]);
                 }
-                _ => planned.entry(e.meta.tenant.as_str()).or_default().push(i),
+                _ => planned.entry(t).or_default().push(i),
             }
         }
         let mut conflicts: Vec<(String, LookAlike)> = match &reuse {
@@ -261,7 +334,8 @@ impl DocsView {
                 .collect(),
             None => Vec::new(),
         };
-        for (tenant, members) in &planned {
+        for (&t, members) in &planned {
+            let tenant: &str = &ids.tenants[t as usize];
             let mine = TenantDecisions::of(tenant, &decisions);
             let tenant_plan = TenantPlan {
                 tenant,
@@ -287,6 +361,9 @@ impl DocsView {
             entries,
             validity,
             titles,
+            hashes: ids.hashes,
+            tenant_of: ids.tenant_of,
+            tenants: ids.tenants,
             by_key,
             look_alikes: conflicts,
             decisions: Arc::new(decisions),

@@ -315,6 +315,18 @@ fn a_commit_made_elsewhere_arrives_by_refresh() {
 /// What a view says, in an order that does not depend on how it was built.
 fn view_facts(s: &Store) -> (Vec<String>, Vec<String>) {
     let view = s.view();
+    // Every entry is found by its key (the view's key index is kept up per commit too).
+    for (i, e) in view.entries.iter().enumerate() {
+        assert_eq!(
+            view.find(&e.meta.tenant, &e.meta.doc_id, &e.meta.version),
+            Some(i),
+            "{}/{}@{}",
+            e.meta.tenant,
+            e.meta.doc_id,
+            e.meta.version
+        );
+    }
+    assert_eq!(view.find("t", "no-such-document", "1"), None);
     let mut entries: Vec<String> = view
         .entries
         .iter()
