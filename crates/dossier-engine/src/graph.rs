@@ -92,7 +92,7 @@ pub(crate) struct TenantState {
     pub(crate) chunk_seq: HashMap<String, u64>,
     pub(crate) seq_chunk: HashMap<u64, (String, String)>,
     /// Record tables by name: schema and rows by key, as read for this graph.
-    tables: Arc<Tables>,
+    tables: Tables,
     /// The tenant's record tables as of a later records generation, read when this
     /// graph is served behind a record change (see [`Engine::tables_now`]).
     tables_now: Mutex<Option<(u64, Arc<Tables>)>>,
@@ -451,11 +451,7 @@ impl Engine {
                 }
                 Ok(())
             })?;
-            let tables: Vec<(RecordSchema, Vec<RecordRow>)> = catalog
-                .record_tables()?
-                .into_iter()
-                .filter(|(s, _)| s.tenant == tenant)
-                .collect();
+            let tables = tenant_tables(catalog, tenant)?;
             if catalog.generation()? != before {
                 continue;
             }
@@ -529,7 +525,7 @@ impl Engine {
                 graph,
                 chunk_seq,
                 seq_chunk,
-                tables: Arc::new(tables_by_name(tables)),
+                tables: tables_by_name(tables),
                 tables_now: Mutex::new(None),
                 views: Mutex::new(HashMap::new()),
                 reports: Mutex::new(HashMap::new()),
@@ -657,14 +653,7 @@ impl Engine {
             }
         }
         // Read after `records` was: what is read is at least that current.
-        let tables: Vec<_> = self
-            .store
-            .catalog()
-            .record_tables()?
-            .into_iter()
-            .filter(|(s, _)| s.tenant == tenant)
-            .collect();
-        let tables = Arc::new(tables_by_name(tables));
+        let tables = Arc::new(tables_by_name(tenant_tables(self.store.catalog(), tenant)?));
         *cached = Some((records, tables.clone()));
         Ok(Some(tables))
     }
@@ -1143,6 +1132,18 @@ impl NormalizedQuery {
             && ascii(hay[j..].chars().next());
         !glued_before && !glued_after
     }
+}
+
+/// `tenant`'s record tables as the catalog holds them now.
+fn tenant_tables(
+    catalog: &dyn dossier_store::CatalogBackend,
+    tenant: &str,
+) -> Result<Vec<(RecordSchema, Vec<RecordRow>)>> {
+    Ok(catalog
+        .record_tables()?
+        .into_iter()
+        .filter(|(s, _)| s.tenant == tenant)
+        .collect())
 }
 
 fn tables_by_name(tables: Vec<(RecordSchema, Vec<RecordRow>)>) -> Tables {

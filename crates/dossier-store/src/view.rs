@@ -97,23 +97,26 @@ impl EntryIds {
     fn push(&mut self, meta: &DocumentVersion) {
         self.hashes
             .push(key_hash(&meta.tenant, &meta.doc_id, &meta.version));
+        let t = self.ordinal(&meta.tenant);
+        self.tenant_of.push(t);
+    }
+
+    /// The ordinal of `tenant`, added to `tenants` if new.
+    fn ordinal(&mut self, tenant: &str) -> u32 {
         if self.ordinals.len() < self.tenants.len() {
             self.ordinals = (0u32..)
                 .zip(&self.tenants)
                 .map(|(i, t)| (t.clone(), i))
                 .collect();
         }
-        let t = match self.ordinals.get(meta.tenant.as_str()) {
-            Some(&t) => t,
-            None => {
-                let name: Arc<str> = Arc::from(meta.tenant.as_str());
-                let t = u32::try_from(self.tenants.len()).expect("fewer than 2^32 tenants");
-                self.tenants.push(name.clone());
-                self.ordinals.insert(name, t);
-                t
-            }
-        };
-        self.tenant_of.push(t);
+        if let Some(&t) = self.ordinals.get(tenant) {
+            return t;
+        }
+        let name: Arc<str> = Arc::from(tenant);
+        let t = u32::try_from(self.tenants.len()).expect("fewer than 2^32 tenants");
+        self.tenants.push(name.clone());
+        self.ordinals.insert(name, t);
+        t
     }
 }
 
@@ -225,11 +228,6 @@ impl DocsView {
         }
         let wanted: Vec<DocKey> = keys.iter().map(|k| (*k).clone()).collect();
         let fresh = catalog.documents_by_key(&wanted)?;
-        let touched_ix: Vec<bool> = self
-            .tenants
-            .iter()
-            .map(|t| touched.contains(&**t))
-            .collect();
         let wanted_hashes: HashSet<u64> = keys.iter().map(|(t, d, v)| key_hash(t, d, v)).collect();
         // Each kept entry with its index in this view, so that what is known of it is
         // carried over by position (no lookups, no string copies).
@@ -242,6 +240,12 @@ impl DocsView {
             tenants: self.tenants.clone(),
             ordinals: HashMap::new(),
         };
+        // Ordinals for tenants new with this commit first, so that one `touched_ix`
+        // covers old and new tenants alike.
+        for e in &fresh {
+            ids.ordinal(&e.meta.tenant);
+        }
+        let touched_ix: Vec<bool> = ids.tenants.iter().map(|t| touched.contains(&**t)).collect();
         let mut removed: Vec<usize> = Vec::new();
         for (i, e) in self.entries.iter().enumerate() {
             let replaced = touched_ix[self.tenant_of[i] as usize]
@@ -261,8 +265,6 @@ impl DocsView {
             entries.push(Arc::new(e));
             carried.push(None);
         }
-        // A tenant new with this commit is touched too.
-        let touched_ix: Vec<bool> = ids.tenants.iter().map(|t| touched.contains(&**t)).collect();
         Ok(Self::assemble(
             entries,
             ids,
