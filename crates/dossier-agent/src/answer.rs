@@ -409,8 +409,7 @@ pub fn extractive(engine: &Engine, state: &State) -> Draft {
         let cited_docs: BTreeSet<String> = w.citations.iter().map(|c| c.doc_id.clone()).collect();
         for d in &cited_docs {
             let deps: Vec<String> = view
-                .entries
-                .iter()
+                .entries()
                 .filter(|x| &x.meta.doc_id == d && x.meta.tenant == state.scope.tenant())
                 .flat_map(|x| x.meta.depends_on.clone())
                 .collect();

@@ -843,8 +843,7 @@ pub fn run(
     let stale: Vec<String> = engine
         .store()
         .view()
-        .entries
-        .iter()
+        .entries()
         .map(|e| e.meta.doc_id.clone())
         .filter(|d| !ids.contains(d))
         .collect();

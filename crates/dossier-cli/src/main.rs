@@ -854,11 +854,11 @@ fn run(cli: &Cli) -> Result<ExitCode> {
                 "embedder": m.embedder_model,
                 "dim": m.dim,
                 "catalog_generation": store.catalog().generation()?,
-                "document_versions": view.entries.len(),
+                "document_versions": view.len(),
                 "chunks": store.catalog().chunk_count()?,
                 "principals": store.catalog().principals()?.len(),
                 "active_index": store.active().name,
-                "look_alike_conflicts": view.look_alikes.len(),
+                "look_alike_conflicts": view.look_alikes().len(),
             });
             if cli.json {
                 print_json(&status)?;

@@ -55,8 +55,7 @@ fn inspect(store: &Path) -> BTreeMap<String, usize> {
         "the vector index and the catalog disagree"
     );
     s.view()
-        .entries
-        .iter()
+        .entries()
         .map(|e| (e.meta.doc_id.clone(), e.seqs.len()))
         .collect()
 }

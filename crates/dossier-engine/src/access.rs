@@ -81,10 +81,10 @@ impl Engine {
         let snap = self.store.snapshot();
         let view = &snap.view;
         let wanted: HashSet<&str> = doc_ids.iter().map(String::as_str).collect();
-        let admitted: Vec<u32> = (0..view.entries.len())
-            .filter(|&i| wanted.contains(view.entries[i].meta.doc_id.as_str()))
+        let admitted: Vec<u32> = (0..view.len())
+            .filter(|&i| wanted.contains(view.entry(i).meta.doc_id.as_str()))
             .filter(|&i| view.admits(i, scope))
-            .map(|i| view.entries[i].dv)
+            .map(|i| view.entry(i).dv)
             .collect();
         let admit = Admit::from_ordinals(admitted);
         let ranked = self.rank_in(&snap, scope, cancel, query, mode, k, &admit)?;
@@ -160,7 +160,7 @@ impl Engine {
                 let (doc, version) = (&name[..at], &name[at + 1..]);
                 if let Some(seq) = view
                     .find(scope.tenant(), doc, version)
-                    .and_then(|i| view.entries[i].seqs.get(ordinal))
+                    .and_then(|i| view.entry(i).seqs.get(ordinal))
                 {
                     ranked.push(dossier_index::Scored {
                         seq: *seq,
@@ -182,8 +182,7 @@ impl Engine {
     pub fn tenant_chunks(&self, tenant: &str, limit: usize) -> Result<Vec<dossier_core::Chunk>> {
         let view = self.store.view();
         let seqs: Vec<u64> = view
-            .entries
-            .iter()
+            .entries()
             .filter(|e| e.meta.tenant == tenant)
             .flat_map(|e| e.seqs.iter().copied())
             .take(limit)
@@ -237,9 +236,9 @@ impl Engine {
         let view = self.store.view();
         let i = view
             .find(scope.tenant(), doc, version)
-            .filter(|&i| scope.may_read(&view.entries[i].meta))
+            .filter(|&i| scope.may_read(&view.entry(i).meta))
             .ok_or_else(missing)?;
-        let entry = &view.entries[i];
+        let entry = &view.entry(i);
         let chunks: Vec<dossier_core::Chunk> = self
             .store
             .catalog()
@@ -251,7 +250,7 @@ impl Engine {
             .iter()
             .find(|c| c.chunk_id == chunk_id)
             .ok_or_else(missing)?;
-        let status = view.validity[i].status_on(scope.at());
+        let status = view.validity(i).status_on(scope.at());
         let mut section: Vec<&dossier_core::Chunk> = chunks
             .iter()
             .filter(|c| c.section == cited.section)
@@ -303,12 +302,12 @@ impl Engine {
         doc_id: Option<&str>,
     ) -> Result<Vec<DocumentInfo>> {
         let view = self.store.view();
-        let mut out: Vec<DocumentInfo> = (0..view.entries.len())
-            .filter(|&i| doc_id.is_none_or(|d| view.entries[i].meta.doc_id == d))
-            .filter(|&i| scope.may_read(&view.entries[i].meta))
+        let mut out: Vec<DocumentInfo> = (0..view.len())
+            .filter(|&i| doc_id.is_none_or(|d| view.entry(i).meta.doc_id == d))
+            .filter(|&i| scope.may_read(&view.entry(i).meta))
             .map(|i| {
-                let e = &view.entries[i];
-                let v = &view.validity[i];
+                let e = &view.entry(i);
+                let v = &view.validity(i);
                 DocumentInfo {
                     doc_id: e.meta.doc_id.clone(),
                     version: e.meta.version.clone(),
@@ -335,6 +334,6 @@ impl Engine {
     pub fn may_read_version(&self, scope: &Scope, doc_id: &str, version: &str) -> bool {
         let view = self.store.view();
         view.find(scope.tenant(), doc_id, version)
-            .is_some_and(|i| scope.may_read(&view.entries[i].meta))
+            .is_some_and(|i| scope.may_read(&view.entry(i).meta))
     }
 }

@@ -842,10 +842,10 @@ impl Engine {
         for dep in deps {
             let versions: Vec<usize> = docs
                 .visible_versions(dep, scope)
-                .filter(|&i| docs.entries[i].meta.tenant == scope.tenant())
+                .filter(|&i| docs.entry(i).meta.tenant == scope.tenant())
                 .collect();
             for i in versions {
-                let entry = &docs.entries[i];
+                let entry = &docs.entry(i);
                 let admit = Admit::from_ordinals([entry.dv]);
                 let best = generation
                     .bm25

@@ -154,7 +154,7 @@ impl Engine {
                     }
                     let unchanged = view
                         .find(&key.0, &key.1, &key.2)
-                        .is_some_and(|i| view.entries[i].meta.digest == d.meta.digest);
+                        .is_some_and(|i| view.entry(i).meta.digest == d.meta.digest);
                     if unchanged {
                         report.documents_unchanged += 1;
                     } else {

@@ -192,8 +192,7 @@ impl Engine {
         };
         let view = self.store.view();
         let mut tenants: Vec<String> = view
-            .entries
-            .iter()
+            .entries()
             .filter(|e| e.meta.doc_id == doc)
             .filter(|e| version.as_ref().is_none_or(|v| &e.meta.version == v))
             .filter(|e| tenant.is_none_or(|t| e.meta.tenant == t))
@@ -212,8 +211,7 @@ impl Engine {
             }
         };
         let removed: Vec<String> = view
-            .entries
-            .iter()
+            .entries()
             .filter(|e| e.meta.tenant == tenant && e.meta.doc_id == doc)
             .filter(|e| version.as_ref().is_none_or(|v| &e.meta.version == v))
             .map(|e| format!("{}@{}", e.meta.doc_id, e.meta.version))

@@ -87,12 +87,12 @@ impl Engine {
         let wanted = |t: &str| tenant.is_none_or(|w| w == t);
 
         let view = self.store.view();
-        for (t, l) in view.look_alikes.iter().filter(|(t, _)| wanted(t)) {
+        for (t, l) in view.look_alikes().into_iter().filter(|(t, _)| wanted(t)) {
             let (ia, ib) = (
                 view.find(t, &l.a.doc_id, &l.a.version),
                 view.find(t, &l.b.doc_id, &l.b.version),
             );
-            let start = |i: Option<usize>| i.and_then(|i| view.entries[i].meta.effective_from);
+            let start = |i: Option<usize>| i.and_then(|i| view.entry(i).meta.effective_from);
             // The later start is the candidate successor; on a tie, the second of the pair.
             let (newer, older) = if start(ia) > start(ib) {
                 (l.a.clone(), l.b.clone())
@@ -102,10 +102,10 @@ impl Engine {
             let subject = Subject::Supersession { newer, older };
             let id = subject.id(t);
             items.insert(
-                (t.clone(), id.clone()),
+                (t.to_string(), id.clone()),
                 ReviewItem {
                     id,
-                    tenant: t.clone(),
+                    tenant: t.to_string(),
                     subject,
                     status: ReviewStatus::Open,
                     reason: l.reason.clone(),
@@ -127,10 +127,10 @@ impl Engine {
                     continue;
                 }
                 items.insert(
-                    (t.clone(), id.clone()),
+                    (t.to_string(), id.clone()),
                     ReviewItem {
                         id,
-                        tenant: t.clone(),
+                        tenant: t.to_string(),
                         subject,
                         status: ReviewStatus::Open,
                         reason: format!(
@@ -287,8 +287,7 @@ impl Engine {
         let mut ts: Vec<String> = self
             .store
             .view()
-            .entries
-            .iter()
+            .entries()
             .map(|e| e.meta.tenant.clone())
             .collect();
         ts.extend(
@@ -306,7 +305,7 @@ impl Engine {
     fn evidence_for(&self, tenant: &str, subject: &Subject) -> Result<Vec<Evidence>> {
         let view = self.store.view();
         let today = chrono::Utc::now().date_naive();
-        let status = |i: usize| view.validity[i].status_on(today).to_string();
+        let status = |i: usize| view.validity(i).status_on(today).to_string();
         let clip = |s: &str| -> String {
             let mut out: String = s.chars().take(EVIDENCE_CHARS).collect();
             if s.chars().count() > EVIDENCE_CHARS {
@@ -321,7 +320,7 @@ impl Engine {
                     let Some(i) = view.find(tenant, &r.doc_id, &r.version) else {
                         continue;
                     };
-                    let e = &view.entries[i];
+                    let e = &view.entry(i);
                     let meta = &e.meta;
                     let mut head = format!(
                         "effective from {}{}",
@@ -383,7 +382,7 @@ impl Engine {
                         };
                         let i = view.find(tenant, &doc, &version);
                         out.push(Evidence {
-                            title: i.map_or(String::new(), |i| view.entries[i].meta.title.clone()),
+                            title: i.map_or(String::new(), |i| view.entry(i).meta.title.clone()),
                             status: i.map_or("record".to_string(), status),
                             chunk_id: chunk.as_ref().map(|c| c.chunk.chunk_id.clone()),
                             text: chunk.map_or_else(

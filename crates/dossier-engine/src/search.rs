@@ -408,7 +408,7 @@ impl Engine {
             let Some(i) = view.find(&ch.tenant, &ch.doc_id, &ch.version) else {
                 continue;
             };
-            if view.entries[i].dv != c.dv || !view.admits(i, scope) {
+            if view.entry(i).dv != c.dv || !view.admits(i, scope) {
                 continue;
             }
             hit_docs.insert(VersionRef {
@@ -436,8 +436,8 @@ impl Engine {
                 .is_some_and(|i| view.admits(i, scope))
         };
         let mut conflicts = Vec::new();
-        for (tenant, l) in &view.look_alikes {
-            if tenant != scope.tenant() || !visible(&l.a) || !visible(&l.b) {
+        for l in view.look_alikes_in(scope.tenant()) {
+            if !visible(&l.a) || !visible(&l.b) {
                 continue;
             }
             // One entry per pair, named from the side that was hit (a first).

@@ -2,8 +2,13 @@
 //! every version with its validity, the look-alike conflicts, and the admission sets
 //! computed from them. A commit updates it in time that follows the commit, not the
 //! store: see [`DocsView::updated`].
+//!
+//! Every part of a view is a persistent collection (`imbl`): a commit copies the view
+//! before it in constant time and then changes only the versions it names and what they
+//! reach, sharing everything else — readers of the older view keep reading it unchanged.
 
 use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use chrono::NaiveDate;
@@ -14,24 +19,62 @@ use dossier_core::{DocKind, DocumentVersion, VersionRef};
 use dossier_index::Admit;
 use parking_lot::Mutex;
 
-use crate::catalog::{doc_key, CatalogBackend, ChangeSet, DocEntry, DocKey};
+use crate::catalog::{CatalogBackend, ChangeSet, DocEntry, DocKey};
 use crate::scope::Scope;
 use crate::Result;
 
+/// One document version as the view holds it.
+#[derive(Clone)]
+struct Slot {
+    entry: Arc<DocEntry>,
+    validity: Validity,
+    /// The look-alike group it belongs to (`None`: never a look-alike).
+    group: Option<GroupKey>,
+    /// Its tenant's ordinal in [`DocsView::tenants`].
+    tenant: u32,
+}
+
+/// Versions that may be look-alikes of one another: one tenant, one knowledge base, one
+/// base title (as [`look_alikes`] groups them).
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct GroupKey {
+    tenant: u32,
+    kb: Option<Arc<str>>,
+    title: Arc<str>,
+}
+
+impl GroupKey {
+    /// The group of `m` in tenant `t`; `None` for versions never look-alikes (corpus
+    /// passages, and titles with nothing left).
+    fn of(t: u32, m: &DocumentVersion) -> Option<GroupKey> {
+        if m.kind == DocKind::Passage {
+            return None;
+        }
+        let title = base_title(&m.title);
+        (!title.is_empty()).then(|| GroupKey {
+            tenant: t,
+            kb: m.kb.as_deref().map(Arc::from),
+            title: Arc::from(title),
+        })
+    }
+}
+
 /// Document versions with their validity, as of the last commit.
 pub struct DocsView {
-    /// Shared with the views before and after it: a commit copies pointers, not entries.
-    pub entries: Vec<Arc<DocEntry>>,
-    pub validity: Vec<Validity>,
-    /// Per entry, the title look-alikes are grouped by (empty: never a look-alike).
-    titles: Vec<Arc<str>>,
-    /// Per entry, the hash of its key and its tenant's ordinal in `tenants`: what a
-    /// commit's walk over every entry reads, so that it never follows an entry's strings.
-    hashes: Vec<u64>,
-    tenant_of: Vec<u32>,
-    tenants: Vec<Arc<str>>,
+    /// Every version, ordered by `dv` (unique, and the order a rebuild reads them in),
+    /// so that a version's position is found by binary search.
+    slots: imbl::Vector<Slot>,
+    /// The `dv`s of the versions by the hash of `(tenant, doc_id, version)`.
     by_key: KeyIndex,
-    pub look_alikes: Vec<(String, LookAlike)>,
+    /// By the key hash of a version, the `dv`s of the versions that declare they
+    /// supersede it (itself excluded): what its validity depends on besides its own dates.
+    successors: imbl::HashMap<u64, Vec<u32>>,
+    /// The `dv`s of each look-alike group's members.
+    groups: imbl::HashMap<GroupKey, Vec<u32>>,
+    /// The conflicts found in each group that has any, sorted.
+    conflicts: imbl::HashMap<GroupKey, Arc<Vec<LookAlike>>>,
+    tenants: imbl::Vector<Arc<str>>,
+    ordinals: imbl::HashMap<Arc<str>, u32>,
     /// The review decisions validity and conflicts were planned with.
     decisions: Arc<Vec<Decision>>,
     /// Admission sets already computed for this view, by scope. A commit builds a new
@@ -74,139 +117,101 @@ impl TenantDecisions {
     }
 }
 
-/// The title a version is grouped by when looking for look-alikes; empty for versions
-/// that are never look-alikes (corpus passages, and titles with nothing left).
-fn look_alike_title(meta: &DocumentVersion) -> Arc<str> {
-    if meta.kind == DocKind::Passage {
-        return Arc::from("");
-    }
-    Arc::from(base_title(&meta.title))
-}
-
-/// Per entry, its key's hash and its tenant's ordinal (see [`DocsView`]).
-#[derive(Default)]
-struct EntryIds {
-    hashes: Vec<u64>,
-    tenant_of: Vec<u32>,
-    tenants: Vec<Arc<str>>,
-    /// `tenants` by name, filled on first use.
-    ordinals: HashMap<Arc<str>, u32>,
-}
-
-impl EntryIds {
-    fn push(&mut self, meta: &DocumentVersion) {
-        self.hashes
-            .push(key_hash(&meta.tenant, &meta.doc_id, &meta.version));
-        let t = self.ordinal(&meta.tenant);
-        self.tenant_of.push(t);
-    }
-
-    /// The ordinal of `tenant`, added to `tenants` if new.
-    fn ordinal(&mut self, tenant: &str) -> u32 {
-        if self.ordinals.len() < self.tenants.len() {
-            self.ordinals = (0u32..)
-                .zip(&self.tenants)
-                .map(|(i, t)| (t.clone(), i))
-                .collect();
-        }
-        if let Some(&t) = self.ordinals.get(tenant) {
-            return t;
-        }
-        let name: Arc<str> = Arc::from(tenant);
-        let t = u32::try_from(self.tenants.len()).expect("fewer than 2^32 tenants");
-        self.tenants.push(name.clone());
-        self.ordinals.insert(name, t);
-        t
-    }
-}
-
-/// What [`DocsView::assemble`] takes over from the view before a commit.
-struct Reuse<'a> {
-    old: &'a DocsView,
-    /// Tenants the commit touched: planned again.
-    touched: &'a HashSet<String>,
-    /// The same, by tenant ordinal.
-    touched_ix: &'a [bool],
-    /// For each new entry, its index in `old` (`None` for an entry read afresh).
-    carried: &'a [Option<usize>],
-    /// Indexes in `old` of the entries the commit replaced or deleted.
-    removed: &'a [usize],
-}
-
-/// Entries by `(tenant, doc_id, version)`, as a hash of the three to the index: built
-/// without copying a string (a commit builds one for every entry of the store), and
-/// checked against the entry on lookup, so a collision costs a comparison, never a
-/// wrong answer.
+/// `dv`s by the hash of their key: a lookup checks the entry it finds, so a collision
+/// costs a comparison, never a wrong answer.
 #[derive(Clone, Default)]
 struct KeyIndex {
-    first: HashMap<u64, usize>,
-    /// Further entries whose key hashes like one in `first` (rare).
-    more: HashMap<u64, Vec<usize>>,
+    first: imbl::HashMap<u64, u32>,
+    /// Further versions whose key hashes like one in `first` (rare).
+    more: imbl::HashMap<u64, Vec<u32>>,
 }
 
 impl KeyIndex {
-    /// The index of entries whose key hashes are `hashes`.
-    fn new(hashes: &[u64]) -> KeyIndex {
-        let mut index = KeyIndex {
-            first: HashMap::with_capacity(hashes.len()),
-            more: HashMap::new(),
-        };
-        for (i, &h) in hashes.iter().enumerate() {
-            match index.first.entry(h) {
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    v.insert(i);
-                }
-                std::collections::hash_map::Entry::Occupied(_) => {
-                    index.more.entry(h).or_default().push(i);
-                }
-            }
+    fn insert(&mut self, h: u64, dv: u32) {
+        if self.first.contains_key(&h) {
+            self.more.entry(h).or_default().push(dv);
+        } else {
+            self.first.insert(h, dv);
         }
-        index
     }
 
-    fn find(
-        &self,
-        entries: &[Arc<DocEntry>],
-        tenant: &str,
-        doc_id: &str,
-        version: &str,
-    ) -> Option<usize> {
-        let is = |i: &usize| {
-            let m = &entries[*i].meta;
-            m.tenant == tenant && m.doc_id == doc_id && m.version == version
-        };
-        let h = key_hash(tenant, doc_id, version);
-        let first = self.first.get(&h)?;
-        if is(first) {
-            return Some(*first);
+    fn remove(&mut self, h: u64, dv: u32) {
+        if self.first.get(&h) == Some(&dv) {
+            match self.more.get_mut(&h).and_then(Vec::pop) {
+                Some(next) => {
+                    self.first.insert(h, next);
+                }
+                None => {
+                    self.first.remove(&h);
+                }
+            }
+        } else if let Some(more) = self.more.get_mut(&h) {
+            more.retain(|&d| d != dv);
         }
-        self.more.get(&h)?.iter().copied().find(|i| is(i))
+        if self.more.get(&h).is_some_and(Vec::is_empty) {
+            self.more.remove(&h);
+        }
+    }
+
+    fn dvs(&self, h: u64) -> impl Iterator<Item = u32> + '_ {
+        let more = self.more.get(&h).into_iter().flatten().copied();
+        self.first.get(&h).copied().into_iter().chain(more)
     }
 }
 
 fn key_hash(tenant: &str, doc_id: &str, version: &str) -> u64 {
-    use std::hash::{Hash, Hasher};
     // `str`'s Hash ends each string with a separator, so ("ab", "c") ≠ ("a", "bc").
     let mut h = std::collections::hash_map::DefaultHasher::new();
     (tenant, doc_id, version).hash(&mut h);
     h.finish()
 }
 
-impl DocsView {
-    /// The view of `entries`, every tenant planned afresh.
-    pub(crate) fn build(entries: Vec<DocEntry>, decisions: Vec<Decision>) -> DocsView {
-        let entries: Vec<Arc<DocEntry>> = entries.into_iter().map(Arc::new).collect();
-        let mut ids = EntryIds::default();
-        for e in &entries {
-            ids.push(&e.meta);
+fn same_version(m: &DocumentVersion, v: &VersionRef) -> bool {
+    m.doc_id == v.doc_id && m.version == v.version
+}
+
+/// Removes one `dv` from a list-valued map, dropping the list when it empties.
+fn unlist<K: Hash + Eq + Clone>(map: &mut imbl::HashMap<K, Vec<u32>>, key: &K, dv: u32) {
+    if let Some(list) = map.get_mut(key) {
+        list.retain(|&d| d != dv);
+        if list.is_empty() {
+            map.remove(key);
         }
-        Self::assemble(entries, ids, decisions, None)
+    }
+}
+
+impl DocsView {
+    fn empty(decisions: Vec<Decision>) -> DocsView {
+        DocsView {
+            slots: imbl::Vector::new(),
+            by_key: KeyIndex::default(),
+            successors: imbl::HashMap::new(),
+            groups: imbl::HashMap::new(),
+            conflicts: imbl::HashMap::new(),
+            tenants: imbl::Vector::new(),
+            ordinals: imbl::HashMap::new(),
+            decisions: Arc::new(decisions),
+            admit_cache: Mutex::new(HashMap::new()),
+            chunk_counts: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The view of `entries`, every tenant planned afresh.
+    pub(crate) fn build(mut entries: Vec<DocEntry>, decisions: Vec<Decision>) -> DocsView {
+        entries.sort_by_key(|e| e.dv);
+        let mut view = DocsView::empty(decisions);
+        for e in entries {
+            view.add(Arc::new(e));
+        }
+        let every: HashSet<u32> = (0..view.tenants.len() as u32).collect();
+        view.plan_whole(&every);
+        view
     }
 
     /// The view after `changes`: only the document versions they name are re-read, and
     /// in the tenants they touch only the versions whose validity they can change are
-    /// planned again (and only the look-alike groups those are in); every other entry's
-    /// validity and conflicts are carried over. Equal to a rebuild
+    /// planned again (and only the look-alike groups those are in); everything else is
+    /// shared with this view. Equal to a rebuild
     /// (`the_view_updated_commit_by_commit_equals_one_rebuilt_from_the_catalog`).
     /// Change sets that do not name their documents (older stores) fall back to a
     /// whole rebuild.
@@ -219,164 +224,333 @@ impl DocsView {
             return Ok(DocsView::build(catalog.documents()?, catalog.decisions()?));
         }
         let keys: HashSet<&DocKey> = changes.iter().flat_map(|c| c.docs.iter()).collect();
-        let touched: HashSet<String> = changes
-            .iter()
-            .flat_map(|c| c.tenants.iter().cloned())
-            .collect();
+        let touched: HashSet<&String> = changes.iter().flat_map(|c| c.tenants.iter()).collect();
+        let mut next = self.carried_over();
         if touched.is_empty() {
-            return Ok(self.carried_over());
+            return Ok(next);
         }
         let wanted: Vec<DocKey> = keys.iter().map(|k| (*k).clone()).collect();
         let fresh = catalog.documents_by_key(&wanted)?;
-        let wanted_hashes: HashSet<u64> = keys.iter().map(|(t, d, v)| key_hash(t, d, v)).collect();
-        // Each kept entry with its index in this view, so that what is known of it is
-        // carried over by position (no lookups, no string copies).
-        let n = self.entries.len();
-        let mut carried: Vec<Option<usize>> = Vec::with_capacity(n);
-        let mut entries: Vec<Arc<DocEntry>> = Vec::with_capacity(n);
-        let mut ids = EntryIds {
-            hashes: Vec::with_capacity(n),
-            tenant_of: Vec::with_capacity(n),
-            tenants: self.tenants.clone(),
-            ordinals: HashMap::new(),
-        };
-        // Ordinals for tenants new with this commit first, so that one `touched_ix`
-        // covers old and new tenants alike.
-        for e in &fresh {
-            ids.ordinal(&e.meta.tenant);
-        }
-        let touched_ix: Vec<bool> = ids.tenants.iter().map(|t| touched.contains(&**t)).collect();
-        let mut removed: Vec<usize> = Vec::new();
-        for (i, e) in self.entries.iter().enumerate() {
-            let replaced = touched_ix[self.tenant_of[i] as usize]
-                && wanted_hashes.contains(&self.hashes[i])
-                && keys.contains(&doc_key(&e.meta));
-            if replaced {
-                removed.push(i);
-            } else {
-                entries.push(e.clone());
-                carried.push(Some(i));
-                ids.hashes.push(self.hashes[i]);
-                ids.tenant_of.push(self.tenant_of[i]);
+        let decisions = catalog.decisions()?;
+        // Out with every version the change names (replaced or deleted), in with those
+        // it stored.
+        let mut removed: Vec<Arc<DocEntry>> = Vec::new();
+        for (t, d, v) in keys {
+            if let Some(i) = next.find(t, d, v) {
+                removed.push(next.remove(i));
             }
         }
-        for e in fresh {
-            ids.push(&e.meta);
-            entries.push(Arc::new(e));
-            carried.push(None);
+        let fresh: Vec<Arc<DocEntry>> = fresh.into_iter().map(Arc::new).collect();
+        for e in &fresh {
+            next.add(e.clone());
         }
-        Ok(Self::assemble(
-            entries,
-            ids,
-            catalog.decisions()?,
-            Some(Reuse {
-                old: self,
-                touched: &touched,
-                touched_ix: &touched_ix,
-                carried: &carried,
-                removed: &removed,
-            }),
-        ))
+        let touched: HashSet<u32> = touched
+            .iter()
+            .filter_map(|t| next.ordinals.get(t.as_str()).copied())
+            .collect();
+        if *self.decisions != decisions {
+            next.decisions = Arc::new(decisions);
+            next.plan_whole(&touched);
+        } else {
+            for t in touched {
+                let name = next.tenants[t as usize].clone();
+                let of_tenant = |e: &&Arc<DocEntry>| *e.meta.tenant == *name;
+                let fresh: Vec<&DocumentVersion> =
+                    fresh.iter().filter(of_tenant).map(|e| &e.meta).collect();
+                let gone: Vec<&DocumentVersion> =
+                    removed.iter().filter(of_tenant).map(|e| &e.meta).collect();
+                next.plan_changes(t, &fresh, &gone);
+            }
+        }
+        Ok(next)
     }
 
-    /// The same entries under a new identity (nothing a view holds changed).
+    /// The same view under a new identity, with empty caches (constant time: every
+    /// collection is shared until written to).
     fn carried_over(&self) -> DocsView {
         DocsView {
-            entries: self.entries.clone(),
-            validity: self.validity.clone(),
-            titles: self.titles.clone(),
-            hashes: self.hashes.clone(),
-            tenant_of: self.tenant_of.clone(),
-            tenants: self.tenants.clone(),
+            slots: self.slots.clone(),
             by_key: self.by_key.clone(),
-            look_alikes: self.look_alikes.clone(),
+            successors: self.successors.clone(),
+            groups: self.groups.clone(),
+            conflicts: self.conflicts.clone(),
+            tenants: self.tenants.clone(),
+            ordinals: self.ordinals.clone(),
             decisions: self.decisions.clone(),
             admit_cache: Mutex::new(HashMap::new()),
             chunk_counts: Mutex::new(HashMap::new()),
         }
     }
 
-    /// Plans validity and conflicts — per tenant afresh without `reuse`; with it,
-    /// carried over for untouched tenants and planned again only where the change
-    /// reaches in touched ones (all of a touched tenant when the decisions changed) —
-    /// and indexes the entries.
-    fn assemble(
-        entries: Vec<Arc<DocEntry>>,
-        ids: EntryIds,
-        decisions: Vec<Decision>,
-        reuse: Option<Reuse<'_>>,
-    ) -> DocsView {
-        let titles: Vec<Arc<str>> = entries
-            .iter()
-            .enumerate()
-            .map(|(i, e)| match reuse.as_ref().and_then(|r| r.carried[i]) {
-                Some(was) => reuse.as_ref().unwrap().old.titles[was].clone(),
-                None => look_alike_title(&e.meta),
-            })
-            .collect();
-        let by_key = KeyIndex::new(&ids.hashes);
-        let mut validity: Vec<Option<Validity>> = vec![None; entries.len()];
-        let mut planned: HashMap<u32, Vec<usize>> = HashMap::new();
-        for (i, &t) in ids.tenant_of.iter().enumerate() {
-            match &reuse {
-                Some(r) if !r.touched_ix[t as usize] => {
-                    let was = r.carried[i].expect("an untouched tenant's version is carried");
-                    validity[i] = Some(r.old.validity[was]);
-                }
-                _ => planned.entry(t).or_default().push(i),
+    /// The ordinal of `tenant`, added if new.
+    fn ordinal(&mut self, tenant: &str) -> u32 {
+        if let Some(&t) = self.ordinals.get(tenant) {
+            return t;
+        }
+        let t = u32::try_from(self.tenants.len()).expect("fewer than 2^32 tenants");
+        let name: Arc<str> = Arc::from(tenant);
+        self.tenants.push_back(name.clone());
+        self.ordinals.insert(name, t);
+        t
+    }
+
+    /// Where the version `dv` is (positions are ordered by `dv`).
+    fn position(&self, dv: u32) -> Option<usize> {
+        self.slots.binary_search_by_key(&dv, |s| s.entry.dv).ok()
+    }
+
+    /// Adds a version, unplanned (its validity its own dates), to every index.
+    fn add(&mut self, entry: Arc<DocEntry>) {
+        let m = &entry.meta;
+        let tenant = self.ordinal(&m.tenant);
+        let dv = entry.dv;
+        self.by_key
+            .insert(key_hash(&m.tenant, &m.doc_id, &m.version), dv);
+        if let Some(s) = m.supersedes.as_ref().filter(|s| !same_version(m, s)) {
+            let target = key_hash(&m.tenant, &s.doc_id, &s.version);
+            self.successors.entry(target).or_default().push(dv);
+        }
+        let group = GroupKey::of(tenant, m);
+        if let Some(g) = &group {
+            self.groups.entry(g.clone()).or_default().push(dv);
+        }
+        let slot = Slot {
+            validity: Validity {
+                from: m.effective_from,
+                to: m.effective_to,
+            },
+            group,
+            tenant,
+            entry,
+        };
+        match self.slots.last() {
+            Some(last) if last.entry.dv >= dv => {
+                let at = self
+                    .slots
+                    .binary_search_by_key(&dv, |s| s.entry.dv)
+                    .expect_err("a version's dv is unique");
+                self.slots.insert(at, slot);
+            }
+            _ => self.slots.push_back(slot),
+        }
+    }
+
+    /// Removes the version at `i` from every index; its look-alike group's conflicts
+    /// are left for the caller to search again.
+    fn remove(&mut self, i: usize) -> Arc<DocEntry> {
+        let slot = self.slots.remove(i);
+        let (m, dv) = (&slot.entry.meta, slot.entry.dv);
+        self.by_key
+            .remove(key_hash(&m.tenant, &m.doc_id, &m.version), dv);
+        if let Some(s) = m.supersedes.as_ref().filter(|s| !same_version(m, s)) {
+            let target = key_hash(&m.tenant, &s.doc_id, &s.version);
+            unlist(&mut self.successors, &target, dv);
+        }
+        if let Some(g) = &slot.group {
+            unlist(&mut self.groups, g, dv);
+        }
+        slot.entry
+    }
+
+    /// Plans the validity and conflicts of every version of `tenants` from scratch: an
+    /// approved supersession ends the older version like a declared one; an approved or
+    /// rejected look-alike pair is no longer a conflict.
+    fn plan_whole(&mut self, tenants: &HashSet<u32>) {
+        let mut members: HashMap<u32, Vec<usize>> = HashMap::new();
+        for (i, s) in self.slots.iter().enumerate() {
+            if tenants.contains(&s.tenant) {
+                members.entry(s.tenant).or_default().push(i);
             }
         }
-        let mut conflicts: Vec<(String, LookAlike)> = match &reuse {
-            Some(r) => r
-                .old
-                .look_alikes
+        for (t, members) in members {
+            let mine = TenantDecisions::of(&self.tenants[t as usize], &self.decisions);
+            let versions: Vec<&DocumentVersion> =
+                members.iter().map(|&i| &self.slots[i].entry.meta).collect();
+            let plan = plan_validity_with(&versions, &mine.approved);
+            let groups: HashSet<GroupKey> = members
                 .iter()
-                .filter(|(t, _)| !r.touched.contains(t))
+                .filter_map(|&i| self.slots[i].group.clone())
+                .collect();
+            for i in members {
+                let key = self.slots[i].entry.meta.key();
+                self.slots[i].validity = plan[&key];
+            }
+            let stale: Vec<GroupKey> = self
+                .conflicts
+                .keys()
+                .filter(|g| g.tenant == t)
                 .cloned()
-                .collect(),
-            None => Vec::new(),
-        };
-        for (&t, members) in &planned {
-            let tenant: &str = &ids.tenants[t as usize];
-            let mine = TenantDecisions::of(tenant, &decisions);
-            let tenant_plan = TenantPlan {
-                tenant,
-                members,
-                entries: &entries,
-                titles: &titles,
-                by_key: &by_key,
-                decisions: &mine,
-            };
-            let found = match &reuse {
-                Some(r) if *r.old.decisions == decisions => {
-                    tenant_plan.changed_only(r, &mut validity)
+                .collect();
+            for g in stale {
+                self.conflicts.remove(&g);
+            }
+            for g in groups {
+                self.search_group(g, &mine.settled);
+            }
+        }
+    }
+
+    /// The same result for one tenant, planning again only what a commit can change
+    /// (`fresh` versions stored, `gone` versions replaced or deleted), the decisions
+    /// unchanged. A version's validity depends on its own dates and on the starts of the
+    /// versions that supersede it (declared or approved), so only the versions read
+    /// afresh and those that any fresh or gone version supersedes can change. Conflicts
+    /// are pairs within one look-alike group, depending on the members' validity and
+    /// supersessions, so only the groups of those versions and of the gone ones are
+    /// searched again.
+    fn plan_changes(&mut self, t: u32, fresh: &[&DocumentVersion], gone: &[&DocumentVersion]) {
+        let tenant = self.tenants[t as usize].clone();
+        let mine = TenantDecisions::of(&tenant, &self.decisions);
+        let mut targets: HashSet<VersionRef> = fresh.iter().map(|m| m.key()).collect();
+        for m in fresh.iter().chain(gone) {
+            targets.extend(m.supersedes.clone());
+            for (newer, older) in &mine.approved {
+                if same_version(m, newer) {
+                    targets.insert(older.clone());
                 }
-                _ => tenant_plan.whole(&mut validity),
+            }
+        }
+        let mut groups: HashSet<GroupKey> =
+            gone.iter().filter_map(|m| GroupKey::of(t, m)).collect();
+        for target in &targets {
+            let Some(i) = self.find(&tenant, &target.doc_id, &target.version) else {
+                continue;
             };
-            conflicts.extend(found.into_iter().map(|l| (tenant.to_string(), l)));
+            let validity = self.planned(i, target, &mine.approved);
+            let slot = &mut self.slots[i];
+            slot.validity = validity;
+            groups.extend(slot.group.clone());
         }
-        let validity = validity
+        for g in groups {
+            self.search_group(g, &mine.settled);
+        }
+    }
+
+    /// The validity of the version at `i` (`target`, in its tenant): its own dates, ended
+    /// by the earliest start of any version that supersedes it, declared or approved —
+    /// as [`plan_validity_with`] computes it.
+    fn planned(
+        &self,
+        i: usize,
+        target: &VersionRef,
+        approved: &[(VersionRef, VersionRef)],
+    ) -> Validity {
+        let m = &self.slots[i].entry.meta;
+        let tenant = &m.tenant;
+        let declared = self
+            .successors
+            .get(&key_hash(tenant, &target.doc_id, &target.version))
             .into_iter()
-            .map(|v| v.expect("every entry is planned or carried"))
-            .collect();
-        DocsView {
-            entries,
-            validity,
-            titles,
-            hashes: ids.hashes,
-            tenant_of: ids.tenant_of,
-            tenants: ids.tenants,
-            by_key,
-            look_alikes: conflicts,
-            decisions: Arc::new(decisions),
-            admit_cache: Mutex::new(HashMap::new()),
-            chunk_counts: Mutex::new(HashMap::new()),
+            .flatten()
+            .filter_map(|&dv| self.position(dv))
+            .map(|j| &self.slots[j].entry.meta)
+            .filter(|n| &n.tenant == tenant && n.supersedes.as_ref() == Some(target))
+            .map(|n| n.effective_from);
+        let confirmed = approved
+            .iter()
+            .filter(|(newer, older)| older == target && newer != older)
+            .filter_map(|(newer, _)| self.find(tenant, &newer.doc_id, &newer.version))
+            .map(|j| self.slots[j].entry.meta.effective_from);
+        let mut v = Validity {
+            from: m.effective_from,
+            to: m.effective_to,
+        };
+        for start in declared.chain(confirmed) {
+            // The successor's start ends the old version; with no start it has always
+            // been in force, so the old version never was.
+            let end = start.unwrap_or(NaiveDate::MIN);
+            v.to = Some(v.to.map_or(end, |x| x.min(end)));
         }
+        v
+    }
+
+    /// Searches one look-alike group for conflicts again.
+    fn search_group(&mut self, g: GroupKey, settled: &HashSet<(String, String)>) {
+        let members: Vec<usize> = self
+            .groups
+            .get(&g)
+            .into_iter()
+            .flatten()
+            .filter_map(|&dv| self.position(dv))
+            .collect();
+        let versions: Vec<&DocumentVersion> =
+            members.iter().map(|&i| &self.slots[i].entry.meta).collect();
+        let plan: HashMap<VersionRef, Validity> = members
+            .iter()
+            .map(|&i| (self.slots[i].entry.meta.key(), self.slots[i].validity))
+            .collect();
+        let found = if versions.len() < 2 {
+            Vec::new()
+        } else {
+            look_alikes(&versions, &plan, settled)
+        };
+        if found.is_empty() {
+            self.conflicts.remove(&g);
+        } else {
+            self.conflicts.insert(g, Arc::new(found));
+        }
+    }
+
+    /// How many document versions the view holds.
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// The version at `i` (`0..len()`).
+    pub fn entry(&self, i: usize) -> &DocEntry {
+        &self.slots[i].entry
+    }
+
+    /// When the version at `i` is in force.
+    pub fn validity(&self, i: usize) -> Validity {
+        self.slots[i].validity
+    }
+
+    /// Every version, in the order of their positions.
+    pub fn entries(&self) -> impl Iterator<Item = &DocEntry> + '_ {
+        self.slots.iter().map(|s| &*s.entry)
+    }
+
+    /// Every look-alike conflict with its tenant, ordered by tenant and pair.
+    pub fn look_alikes(&self) -> Vec<(&str, &LookAlike)> {
+        let mut out: Vec<(&str, &LookAlike)> = self
+            .conflicts
+            .iter()
+            .flat_map(|(g, pairs)| {
+                let tenant: &str = &self.tenants[g.tenant as usize];
+                pairs.iter().map(move |l| (tenant, l))
+            })
+            .collect();
+        out.sort_by(|(t, p), (u, q)| (t, &p.a, &p.b).cmp(&(u, &q.a, &q.b)));
+        out
+    }
+
+    /// The look-alike conflicts of one tenant, ordered by pair.
+    pub fn look_alikes_in(&self, tenant: &str) -> Vec<&LookAlike> {
+        let Some(&t) = self.ordinals.get(tenant) else {
+            return Vec::new();
+        };
+        let mut out: Vec<&LookAlike> = self
+            .conflicts
+            .iter()
+            .filter(|(g, _)| g.tenant == t)
+            .flat_map(|(_, pairs)| pairs.iter())
+            .collect();
+        out.sort_by(|p, q| (&p.a, &p.b).cmp(&(&q.a, &q.b)));
+        out
     }
 
     /// Whether `scope` may see this entry: tenant, ACL, and in force on `scope.at()`.
     pub fn admits(&self, i: usize, scope: &Scope) -> bool {
-        scope.may_read(&self.entries[i].meta) && self.validity[i].in_force(scope.at())
+        Self::slot_admits(&self.slots[i], scope)
+    }
+
+    fn slot_admits(s: &Slot, scope: &Scope) -> bool {
+        scope.may_read(&s.entry.meta) && s.validity.in_force(scope.at())
     }
 
     /// The admission set of a scope (the principal id does not enter into it).
@@ -387,11 +561,13 @@ impl DocsView {
         if let Some(a) = self.admit_cache.lock().get(&key) {
             return a.clone();
         }
-        let admitted: Vec<u32> = (0..self.entries.len())
-            .filter(|&i| self.admits(i, scope))
-            .map(|i| self.entries[i].dv)
+        let admitted: Vec<u32> = self
+            .slots
+            .iter()
+            .filter(|s| Self::slot_admits(s, scope))
+            .map(|s| s.entry.dv)
             .collect();
-        let everything = admitted.len() == self.entries.len();
+        let everything = admitted.len() == self.slots.len();
         let admit = Admit::from_ordinals(admitted).covering_everything(everything);
         let mut cache = self.admit_cache.lock();
         if cache.len() >= ADMIT_CACHE_SIZE {
@@ -407,8 +583,7 @@ impl DocsView {
             return n;
         }
         let n = self
-            .entries
-            .iter()
+            .entries()
             .filter(|e| admit.contains(e.dv))
             .map(|e| e.seqs.len())
             .sum();
@@ -420,169 +595,27 @@ impl DocsView {
         n
     }
 
+    /// The position of the version `(tenant, doc_id, version)`.
     pub fn find(&self, tenant: &str, doc_id: &str, version: &str) -> Option<usize> {
-        self.by_key.find(&self.entries, tenant, doc_id, version)
+        self.by_key
+            .dvs(key_hash(tenant, doc_id, version))
+            .filter_map(|dv| self.position(dv))
+            .find(|&i| {
+                let m = &self.slots[i].entry.meta;
+                m.tenant == tenant && m.doc_id == doc_id && m.version == version
+            })
     }
 
-    /// Versions of `doc_id` in `tenant` that `scope` may see.
+    /// Versions of `doc_id` that `scope` may see.
     pub fn visible_versions<'a>(
         &'a self,
         doc_id: &'a str,
         scope: &'a Scope,
     ) -> impl Iterator<Item = usize> + 'a {
-        (0..self.entries.len())
-            .filter(move |&i| self.entries[i].meta.doc_id == doc_id && self.admits(i, scope))
-    }
-}
-
-/// Planning one tenant's versions (`members`, indexes into `entries`).
-struct TenantPlan<'a> {
-    tenant: &'a str,
-    members: &'a [usize],
-    entries: &'a [Arc<DocEntry>],
-    titles: &'a [Arc<str>],
-    by_key: &'a KeyIndex,
-    decisions: &'a TenantDecisions,
-}
-
-impl TenantPlan<'_> {
-    /// Validity of every member and the tenant's conflicts, from scratch: an approved
-    /// supersession ends the older version like a declared one; an approved or
-    /// rejected look-alike pair is no longer a conflict.
-    fn whole(&self, validity: &mut [Option<Validity>]) -> Vec<LookAlike> {
-        let versions: Vec<&DocumentVersion> = self
-            .members
+        self.slots
             .iter()
-            .map(|&i| &self.entries[i].meta)
-            .collect();
-        let plan = plan_validity_with(&versions, &self.decisions.approved);
-        for &i in self.members {
-            validity[i] = Some(plan[&self.entries[i].meta.key()]);
-        }
-        look_alikes(&versions, &plan, &self.decisions.settled)
-    }
-
-    /// The same result, planning again only what a commit can change, with the
-    /// decisions unchanged. A version's validity depends on its own dates and on the
-    /// starts of the versions that supersede it (declared or approved), so only the
-    /// versions read afresh and those that any read or removed version supersedes can
-    /// change. Look-alikes are pairs within one title group, depending on the members'
-    /// validity and supersessions, so only the groups of those versions are searched
-    /// again; every other pair is carried over, except those naming a removed version.
-    fn changed_only(&self, r: &Reuse<'_>, validity: &mut [Option<Validity>]) -> Vec<LookAlike> {
-        let meta = |i: usize| &self.entries[i].meta;
-        let fresh: Vec<usize> = self
-            .members
-            .iter()
-            .copied()
-            .filter(|&i| r.carried[i].is_none())
-            .collect();
-        let removed: Vec<usize> = r
-            .removed
-            .iter()
-            .copied()
-            .filter(|&i| r.old.entries[i].meta.tenant == self.tenant)
-            .collect();
-        // Versions whose validity may change, present in the tenant now.
-        let mut targets: HashSet<VersionRef> = fresh.iter().map(|&i| meta(i).key()).collect();
-        let changed_metas = fresh
-            .iter()
-            .map(|&i| meta(i))
-            .chain(removed.iter().map(|&i| &r.old.entries[i].meta));
-        for m in changed_metas {
-            targets.extend(m.supersedes.clone());
-            for (newer, older) in &self.decisions.approved {
-                if newer.doc_id == m.doc_id && newer.version == m.version {
-                    targets.insert(older.clone());
-                }
-            }
-        }
-        let find = |v: &VersionRef| {
-            self.by_key
-                .find(self.entries, self.tenant, &v.doc_id, &v.version)
-        };
-        // The starts of the successors of each target: one pass over the tenant.
-        let mut successors: HashMap<&VersionRef, Vec<Option<NaiveDate>>> = HashMap::new();
-        for &i in self.members {
-            let m = meta(i);
-            if let Some(s) = &m.supersedes {
-                let itself = s.doc_id == m.doc_id && s.version == m.version;
-                if let (Some(t), false) = (targets.get(s), itself) {
-                    successors.entry(t).or_default().push(m.effective_from);
-                }
-            }
-        }
-        for (newer, older) in &self.decisions.approved {
-            if newer == older {
-                continue;
-            }
-            if let (Some(t), Some(n)) = (targets.get(older), find(newer)) {
-                successors
-                    .entry(t)
-                    .or_default()
-                    .push(meta(n).effective_from);
-            }
-        }
-        let mut replanned: Vec<usize> = Vec::with_capacity(targets.len());
-        for t in &targets {
-            let Some(i) = find(t) else { continue };
-            let m = meta(i);
-            let mut v = Validity {
-                from: m.effective_from,
-                to: m.effective_to,
-            };
-            for start in successors.get(t).into_iter().flatten() {
-                // As in `plan_validity_with`: the successor's start ends the old
-                // version; with no start it has always been in force.
-                let end = start.unwrap_or(NaiveDate::MIN);
-                v.to = Some(v.to.map_or(end, |x| x.min(end)));
-            }
-            validity[i] = Some(v);
-            replanned.push(i);
-        }
-        for &i in self.members {
-            if validity[i].is_none() {
-                let was = r.carried[i].expect("a version read afresh is planned again");
-                validity[i] = Some(r.old.validity[was]);
-            }
-        }
-
-        // Look-alike groups the change reaches: those of every version planned again.
-        // (A removed version's pairs are dropped below; the rest of its group is as
-        // it was, unless planned again itself.)
-        let mut groups: HashSet<(Option<&str>, &str)> = HashSet::new();
-        for &i in &replanned {
-            groups.insert((meta(i).kb.as_deref(), &self.titles[i]));
-        }
-        groups.retain(|(_, title)| !title.is_empty());
-        let in_groups: Vec<usize> = self
-            .members
-            .iter()
-            .copied()
-            .filter(|&i| {
-                !self.titles[i].is_empty()
-                    && groups.contains(&(meta(i).kb.as_deref(), &*self.titles[i]))
-            })
-            .collect();
-        let versions: Vec<&DocumentVersion> = in_groups.iter().map(|&i| meta(i)).collect();
-        let plan: HashMap<VersionRef, Validity> = in_groups
-            .iter()
-            .map(|&i| (meta(i).key(), validity[i].expect("planned above")))
-            .collect();
-        let mut found = look_alikes(&versions, &plan, &self.decisions.settled);
-        // Every earlier pair outside those groups stands.
-        let mut regrouped: HashSet<VersionRef> = plan.into_keys().collect();
-        regrouped.extend(removed.iter().map(|&i| r.old.entries[i].meta.key()));
-        found.extend(
-            r.old
-                .look_alikes
-                .iter()
-                .filter(|(t, l)| {
-                    t == self.tenant && !regrouped.contains(&l.a) && !regrouped.contains(&l.b)
-                })
-                .map(|(_, l)| l.clone()),
-        );
-        found.sort_by(|p, q| (&p.a, &p.b).cmp(&(&q.a, &q.b)));
-        found
+            .enumerate()
+            .filter(move |(_, s)| s.entry.meta.doc_id == doc_id && Self::slot_admits(s, scope))
+            .map(|(i, _)| i)
     }
 }

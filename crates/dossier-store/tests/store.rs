@@ -102,7 +102,7 @@ fn index_catches_up_after_a_crash_between_catalog_and_index() {
     assert_eq!(g.generation().unwrap(), s.catalog().generation().unwrap());
     assert_eq!(g.bm25.len(), 1, "a's chunks deleted, b's added");
     assert_eq!(s.catalog().chunk_count().unwrap(), 1);
-    assert_eq!(s.view().entries.len(), 1);
+    assert_eq!(s.view().len(), 1);
 }
 
 #[test]
@@ -235,14 +235,9 @@ fn concurrent_commits_are_serialised_by_one_writer() {
     );
     let view = s.view();
     let stored = s.catalog().documents().unwrap();
-    assert_eq!(
-        view.entries.len(),
-        stored.len(),
-        "the view is not the catalog's"
-    );
+    assert_eq!(view.len(), stored.len(), "the view is not the catalog's");
     let mut in_view: Vec<(String, String, u32)> = view
-        .entries
-        .iter()
+        .entries()
         .map(|e| (e.meta.doc_id.clone(), e.meta.version.clone(), e.dv))
         .collect();
     let mut in_catalog: Vec<(String, String, u32)> = stored
@@ -301,7 +296,7 @@ fn a_commit_made_elsewhere_arrives_by_refresh() {
     assert_eq!(pg.unreplayed_for_ms(s.snapshot().generation).unwrap(), None);
     assert!(!s.refresh().unwrap(), "nothing more to replay");
     assert_eq!(s.active().bm25.len(), 3);
-    assert_eq!(s.view().entries.len(), 3);
+    assert_eq!(s.view().len(), 3);
     let snap = s.snapshot();
     assert_eq!(snap.generation, replica.snapshot().generation);
     assert_eq!(snap.tenant_generation("t"), snap.generation);
@@ -316,7 +311,7 @@ fn a_commit_made_elsewhere_arrives_by_refresh() {
 fn view_facts(s: &Store) -> (Vec<String>, Vec<String>) {
     let view = s.view();
     // Every entry is found by its key (the view's key index is kept up per commit too).
-    for (i, e) in view.entries.iter().enumerate() {
+    for (i, e) in view.entries().enumerate() {
         assert_eq!(
             view.find(&e.meta.tenant, &e.meta.doc_id, &e.meta.version),
             Some(i),
@@ -327,11 +322,17 @@ fn view_facts(s: &Store) -> (Vec<String>, Vec<String>) {
         );
     }
     assert_eq!(view.find("t", "no-such-document", "1"), None);
+    // Positions follow `dv`, so views built either way list versions in one order.
+    let dvs: Vec<u32> = view.entries().map(|e| e.dv).collect();
+    assert!(
+        dvs.windows(2).all(|w| w[0] < w[1]),
+        "positions out of dv order"
+    );
     let mut entries: Vec<String> = view
-        .entries
-        .iter()
-        .zip(&view.validity)
-        .map(|(e, v)| {
+        .entries()
+        .enumerate()
+        .map(|(i, e)| {
+            let v = view.validity(i);
             format!(
                 "{}/{}@{} dv{} {:?} {:?}",
                 e.meta.tenant, e.meta.doc_id, e.meta.version, e.dv, e.seqs, v
@@ -340,7 +341,7 @@ fn view_facts(s: &Store) -> (Vec<String>, Vec<String>) {
         .collect();
     entries.sort();
     let mut conflicts: Vec<String> = view
-        .look_alikes
+        .look_alikes()
         .iter()
         .map(|(t, l)| format!("{t} {l:?}"))
         .collect();
