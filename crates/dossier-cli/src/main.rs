@@ -144,6 +144,10 @@ enum Command {
     Setup(setup::SetupArgs),
     /// Serve the HTTP API (search, ask, graph) to callers holding an API key.
     Serve(serve::ServeArgs),
+    /// Serve the Model Context Protocol over stdio (search, ask, record lookup, graph
+    /// neighbours, document sections as tools), as the holder of `DOSSIER_API_KEY`.
+    /// `dossier serve` offers the same at `/mcp`.
+    Mcp(serve::McpArgs),
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -657,6 +661,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
         Command::Review { action } => review::run(&open_existing(cli)?, action, cli.json),
         Command::Ask(args) => ask::run(&open_existing(cli)?, args, cli.json),
         Command::Serve(args) => serve::run(open_existing(cli)?, args),
+        Command::Mcp(args) => serve::mcp(open_existing(cli)?, args),
         Command::Eval {
             dataset,
             mode,

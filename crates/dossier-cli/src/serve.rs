@@ -123,3 +123,37 @@ pub fn run(engine: Engine, args: &ServeArgs) -> Result<ExitCode> {
     drop(llm);
     Ok(ExitCode::SUCCESS)
 }
+
+#[derive(clap::Args)]
+pub struct McpArgs {
+    /// API keys, as for `dossier serve`; the session's key is `DOSSIER_API_KEY`.
+    #[arg(long, env = "DOSSIER_KEYS")]
+    keys: PathBuf,
+    /// Chat model for the `ask` tool, as for `dossier serve`.
+    #[arg(long, default_value = "none", env = "DOSSIER_LLM")]
+    llm: String,
+    #[arg(long, default_value = "default", env = "DOSSIER_LLM_MODEL")]
+    llm_model: String,
+}
+
+/// `dossier mcp`: the MCP server over stdio, as the holder of `DOSSIER_API_KEY` (the
+/// identity of every tool call; no tool takes one).
+pub fn mcp(engine: Engine, args: &McpArgs) -> Result<ExitCode> {
+    let key = std::env::var("DOSSIER_API_KEY").map_err(|_| {
+        anyhow::anyhow!("set DOSSIER_API_KEY to the API key this MCP session acts as")
+    })?;
+    let keys = KeyStore::load(&args.keys)?;
+    let llm = crate::ask::Llm::connect(&args.llm, &args.llm_model)?;
+    let config = ServerConfig {
+        access_log: false,
+        ..ServerConfig::default()
+    };
+    let mut state = AppState::with_config(Arc::new(engine), Arc::new(keys), config);
+    if let Some(model) = &llm.model {
+        state = state.with_model(model.clone());
+    }
+    dossier_server::mcp::check_key(&state, &key).map_err(anyhow::Error::msg)?;
+    dossier_server::mcp_stdio_blocking(state, key).context("serving MCP on stdio")?;
+    drop(llm);
+    Ok(ExitCode::SUCCESS)
+}

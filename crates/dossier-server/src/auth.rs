@@ -222,7 +222,12 @@ impl Caller {
 
 /// The key of `Authorization: Bearer KEY` (scheme case-insensitive), if present.
 fn bearer(parts: &Parts) -> Option<&str> {
-    let value = parts.headers.get(AUTHORIZATION)?.to_str().ok()?;
+    bearer_of(&parts.headers)
+}
+
+/// The key of an `Authorization: Bearer KEY` header.
+pub(crate) fn bearer_of(headers: &axum::http::HeaderMap) -> Option<&str> {
+    let value = headers.get(AUTHORIZATION)?.to_str().ok()?;
     let (scheme, key) = value.trim().split_once(' ')?;
     let key = key.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !key.is_empty()).then_some(key)

@@ -31,6 +31,7 @@ mod jobs;
 pub mod limits;
 mod linger;
 mod maintain;
+pub mod mcp;
 pub mod metrics;
 mod openapi;
 mod recent;
@@ -206,6 +207,18 @@ impl AppState {
 
 /// Every route of the API and the UI, with request ids and metrics on every response.
 pub fn router(state: AppState) -> Router {
+    api_router(state.clone())
+        .merge(mcp::router().with_state(state.clone()))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            metrics::track,
+        ))
+        .layer(axum::middleware::from_fn(request_id::assign))
+}
+
+/// The routes themselves, without request ids and metrics: what an MCP tool call is
+/// sent through (as part of the MCP request, which has both).
+pub(crate) fn api_router(state: AppState) -> Router {
     Router::new()
         .merge(routes::router())
         .merge(documents::router())
@@ -219,11 +232,6 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::extract::DefaultBodyLimit::max(routes::MAX_JSON_BODY))
         .fallback(routes::no_route)
         .method_not_allowed_fallback(routes::wrong_method)
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            metrics::track,
-        ))
-        .layer(axum::middleware::from_fn(request_id::assign))
         .with_state(state)
 }
 
@@ -399,6 +407,24 @@ pub fn serve_blocking(addr: SocketAddr, state: AppState) -> std::io::Result<()> 
     });
     // Blocking work still running (an abandoned request) must not hold the process:
     // dropping a runtime waits for its blocking threads, forever if need be.
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    result
+}
+
+/// Serves MCP over stdio for the holder of `key` until stdin ends (`dossier mcp`); with a
+/// shared store it follows other processes' commits meanwhile, as a replica does.
+pub fn mcp_stdio_blocking(state: AppState, key: String) -> std::io::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let result = rt.block_on(async move {
+        let follower = follow_commits(&state);
+        let r = mcp::serve_stdio(state, key).await;
+        if let Some(f) = follower {
+            f.abort();
+        }
+        r
+    });
     rt.shutdown_timeout(std::time::Duration::from_secs(1));
     result
 }

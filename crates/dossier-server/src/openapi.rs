@@ -22,11 +22,11 @@ use crate::routes::{self, AskBody, DateQuery, Health, SearchBody};
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Dossier API", description = "Scoped search, ask and graph over a Dossier store. The caller is the principal bound to the API key."),
-    paths(routes::healthz, routes::readyz, routes::search, routes::ask, routes::graph_entity, routes::graph_neighbors, routes::graph_evidence, routes::graph_path, crate::traces::trace),
+    paths(routes::healthz, routes::readyz, routes::search, routes::ask, routes::graph_entity, routes::graph_neighbors, routes::graph_evidence, routes::graph_path, routes::record, crate::traces::trace),
     components(schemas(
         SearchBody, AskBody, DateQuery, Health, ErrorBody,
         SearchResult, AskResult, EntityResult, SubgraphResult, SearchDegraded,
-        routes::NeighborsQuery, routes::EvidenceBody, crate::traces::TraceRecord, crate::jobs::JobInfo,
+        routes::NeighborsQuery, routes::EvidenceBody, routes::RecordResult, crate::traces::TraceRecord, crate::jobs::JobInfo,
         // What the document, review and trace routes return, by their own names.
         dossier_engine::DocumentInfo, dossier_engine::SectionView, dossier_engine::IngestReport,
         dossier_engine::review::ReviewItem, dossier_core::review::Decision,

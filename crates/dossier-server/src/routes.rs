@@ -39,6 +39,7 @@ pub fn router() -> Router<AppState> {
         .route("/v1/graph/neighbors/{name}", get(graph_neighbors))
         .route("/v1/graph/evidence", post(graph_evidence))
         .route("/v1/graph/path", get(graph_path))
+        .route("/v1/records/{table}/{key}", get(record))
 }
 
 /// Results a search may ask for at most.
@@ -763,4 +764,46 @@ pub async fn no_route(rid: RequestId) -> ApiError {
 /// A known path with a method it does not take.
 pub async fn wrong_method(rid: RequestId) -> ApiError {
     ApiError::new(&rid, Failure::MethodNotAllowed)
+}
+
+/// `GET /v1/records/{table}/{key}`: one row of the caller's tenant.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RecordResult {
+    pub table: String,
+    pub key: String,
+    /// The row's fields as stored.
+    #[schema(value_type = Object)]
+    pub fields: serde_json::Map<String, Value>,
+}
+
+#[utoipa::path(get, path = "/v1/records/{table}/{key}", tag = "records",
+    params(("table" = String, Path, description = "Record table of the caller's tenant"),
+           ("key" = String, Path, description = "The row's key")),
+    security(("api_key" = [])),
+    responses(
+        (status = 200, description = "The row, which the caller's principal may read", body = RecordResult),
+        (status = 401, description = "No or unknown API key", body = ErrorBody),
+        (status = 404, description = "No such row the caller may read (a row of another owner, another tenant or no row at all: one answer)", body = ErrorBody)))]
+pub async fn record(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((table, key)): Path<(String, String)>,
+) -> Result<Json<RecordResult>, ApiError> {
+    let rid = caller.request_id.clone();
+    let engine = state.engine.clone();
+    let scope = caller.scope.clone();
+    let found = blocking(&rid, move || {
+        use dossier_engine::RecordLookup;
+        match engine.record(&scope, &table, &key).map_err(Failure::from)? {
+            RecordLookup::Found { row, .. } => Ok(RecordResult {
+                table: row.table,
+                key: row.key,
+                fields: row.fields,
+            }),
+            // One answer for "not yours" and "not there".
+            RecordLookup::Missing | RecordLookup::Forbidden => Err(Failure::NotFound),
+        }
+    })
+    .await?;
+    Ok(Json(found))
 }

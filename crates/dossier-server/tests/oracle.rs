@@ -34,7 +34,12 @@ async fn fixture(seed: u64) -> Fixture {
     let corpus = dir.path().join("corpus");
     let world = World::write(&corpus, seed);
     let engine = common::hash_engine(&dir.path().join("store"), &[corpus]);
-    let server = Server::start(Arc::new(engine), &[]).await;
+    // Hundreds of pairs per seed (an MCP call counts twice: its message and its tool's
+    // request): a rate that never refuses one, so every pair compares real answers.
+    let mut config = dossier_server::ServerConfig::default();
+    config.limits.rate_per_sec = 10_000.0;
+    config.limits.burst = 10_000;
+    let server = Server::start_with(Arc::new(engine), &[], config, None).await;
     let keys = format!(
         "- {{key_sha256: {}, principal: reader}}\n\
          - {{key_sha256: {}, principal: admin-b, admin: true}}\n\
@@ -65,6 +70,12 @@ fn is_timing(key: &str) -> bool {
 
 fn mask_value(v: &mut Value, subs: &[(&str, &str)]) {
     match v {
+        // JSON carried as text (an MCP tool result's content) is masked as JSON.
+        Value::String(s) if s.starts_with('{') && serde_json::from_str::<Value>(s).is_ok() => {
+            let mut inner: Value = serde_json::from_str(s).unwrap();
+            mask_value(&mut inner, subs);
+            *v = inner;
+        }
         Value::String(s) => {
             for (from, to) in subs {
                 if !from.is_empty() && s.contains(from) {
@@ -153,6 +164,12 @@ async fn same(f: &mut Fixture, key: &str, what: &str, call: Call, hidden: &str) 
     a.status
 }
 
+/// An MCP `tools/call` message (the MCP route answers for the same key as the others).
+fn mcp_call(tool: &str, arguments: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+           "params": {"name": tool, "arguments": arguments}})
+}
+
 fn ask(q: &str) -> Value {
     json!({"question": q, "now": "2026-11-30"})
 }
@@ -190,6 +207,16 @@ async fn nothing_tells_not_yours_from_does_not_exist() {
                 READER,
                 "GET /v1/sections/{id}",
                 Call::Get("/v1/sections/{}"),
+                &c,
+            )
+            .await;
+            same(
+                &mut f,
+                READER,
+                "MCP document_section",
+                Call::Post("/mcp", |id| {
+                    mcp_call("document_section", json!({"chunk_id": id}))
+                }),
                 &c,
             )
             .await;
@@ -247,6 +274,27 @@ async fn nothing_tells_not_yours_from_does_not_exist() {
                 e,
             )
             .await;
+            same(
+                &mut f,
+                READER,
+                "MCP graph_neighbors",
+                Call::Post("/mcp", |id| {
+                    mcp_call("graph_neighbors", json!({"name": id}))
+                }),
+                e,
+            )
+            .await;
+            same(
+                &mut f,
+                READER,
+                "MCP ask about a hidden entity",
+                Call::Post("/mcp", |id| {
+                    // Not the question asked below: each pair starts with a cold cache.
+                    mcp_call("ask", ask(&format!("Which services does {id} need?")))
+                }),
+                e,
+            )
+            .await;
             let to = w.visible_entities[0].clone();
             let path: &'static str =
                 Box::leak(format!("/v1/graph/path?from={{}}&to={to}").into_boxed_str());
@@ -294,6 +342,24 @@ async fn nothing_tells_not_yours_from_does_not_exist() {
             )
             .await;
             assert_eq!(status, 200);
+            same(
+                &mut f,
+                READER,
+                "GET /v1/records/orders/{key}",
+                Call::Get("/v1/records/orders/{}"),
+                k,
+            )
+            .await;
+            same(
+                &mut f,
+                READER,
+                "MCP record_lookup",
+                Call::Post("/mcp", |id| {
+                    mcp_call("record_lookup", json!({"table": "orders", "key": id}))
+                }),
+                k,
+            )
+            .await;
             same(
                 &mut f,
                 READER,
