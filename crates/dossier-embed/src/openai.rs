@@ -78,8 +78,8 @@ impl std::fmt::Debug for OpenAiConfig {
 /// the provider was unreachable, slow or overloaded, after the built-in retries) or
 /// `permanent:` (the request or the response is wrong), and name the URL.
 ///
-/// Blocking: each request does its I/O on the calling thread (see [`http_agent`]).
-/// Inside an async runtime, call it from a blocking thread
+/// Blocking: each request does its I/O on the calling thread (ureq, with no async
+/// runtime of its own). Inside an async runtime, call it from a blocking thread
 /// (`tokio::task::spawn_blocking`), as the server does.
 pub struct OpenAiEmbedder {
     cfg: OpenAiConfig,

@@ -66,8 +66,8 @@ pub(crate) fn is_timeout(e: &ureq::Error) -> bool {
 /// [`LlmError::Timeout`], [`LlmError::Http`], [`LlmError::Transport`] or
 /// [`LlmError::Malformed`] for the caller to judge. Its `Debug` output hides the API key.
 ///
-/// Blocking: each call does its I/O on the calling thread (ureq, no async runtime; see
-/// [`http_agent`]). Inside an async runtime, call it from a blocking thread
+/// Blocking: each call does its I/O on the calling thread (ureq, with no async runtime
+/// of its own). Inside an async runtime, call it from a blocking thread
 /// (`tokio::task::spawn_blocking`), as the server does.
 #[derive(Clone)]
 pub struct OpenAiChat {
