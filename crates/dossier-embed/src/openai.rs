@@ -78,13 +78,55 @@ impl std::fmt::Debug for OpenAiConfig {
 /// the provider was unreachable, slow or overloaded, after the built-in retries) or
 /// `permanent:` (the request or the response is wrong), and name the URL.
 ///
-/// Uses a blocking HTTP client: do not construct or call it inside an async runtime.
+/// Blocking: each request does its I/O on the calling thread (ureq, with no async
+/// runtime of its own). Inside an async runtime, call it from a blocking thread
+/// (`tokio::task::spawn_blocking`), as the server does.
 pub struct OpenAiEmbedder {
     cfg: OpenAiConfig,
     url: String,
     name: String,
     dim: usize,
-    client: reqwest::blocking::Client,
+    client: ureq::Agent,
+}
+
+/// The most bytes of one response read: a batch of 64 vectors of 4096 dimensions is
+/// about 3 MB of JSON; a broken or hostile server must not fill memory.
+const MAX_RESPONSE_BYTES: u64 = 256 << 20;
+
+/// The HTTP client: ureq, synchronous on the calling thread, with `timeout` for the
+/// whole request and at most 10 s of it to connect.
+///
+/// Why ureq and not reqwest's blocking client: the [`Embedder`] seam is blocking, and
+/// the server (tokio) embeds on its blocking pool. reqwest's blocking client runs a
+/// private tokio runtime on a thread of its own, one per client, and hands each request
+/// to it: inside the server that is a second runtime beside the server's, and
+/// constructing or dropping one on a runtime thread panics. ureq does blocking I/O on
+/// the caller's thread with no runtime at all, so the same client is right in the CLI
+/// and on the server's blocking pool.
+fn http_agent(timeout: Duration) -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .timeout_global(Some(timeout))
+        .timeout_connect(Some(timeout.min(Duration::from_secs(10))))
+        // A 4xx or 5xx is an answer, classified below with its body.
+        .http_status_as_error(false)
+        .build()
+        .into()
+}
+
+/// Whether trying again may help after `e`: timeouts, refused or broken connections,
+/// failed name lookups and garbled transfers may pass; anything else (a malformed URL,
+/// a TLS misconfiguration) will not.
+fn transient_error(e: &ureq::Error) -> bool {
+    use ureq::Error as E;
+    matches!(
+        e,
+        E::Timeout(_)
+            | E::Io(_)
+            | E::ConnectionFailed
+            | E::HostNotFound
+            | E::Protocol(_)
+            | E::ConnectProxyFailed(_)
+    )
 }
 
 #[derive(Deserialize)]
@@ -129,11 +171,7 @@ impl OpenAiEmbedder {
                 "OpenAI embedder: batch_size must be > 0".into(),
             ));
         }
-        let client = reqwest::blocking::Client::builder()
-            .timeout(cfg.timeout)
-            .connect_timeout(cfg.timeout.min(Duration::from_secs(10)))
-            .build()
-            .map_err(|e| Error::Embedding(format!("permanent: HTTP client for {url}: {e}")))?;
+        let client = http_agent(cfg.timeout);
         let mut me = Self {
             name: format!("openai:{}", cfg.model),
             dim: cfg.dim.unwrap_or(0),
@@ -208,22 +246,30 @@ impl OpenAiEmbedder {
             transient: false,
             msg,
         };
-        let mut req = self.client.post(&self.url).json(body);
+        let mut req = self
+            .client
+            .post(&self.url)
+            .header("Content-Type", "application/json");
         if let Some(key) = &self.cfg.api_key {
-            req = req.bearer_auth(key);
+            req = req.header("Authorization", format!("Bearer {key}"));
         }
-        let resp = req.send().map_err(|e| {
-            // Timeouts, refused connections and broken transfers may pass; anything
-            // else (a malformed URL, a TLS misconfiguration) will not.
+        let classify = |e: ureq::Error| {
             let msg = error_chain(&e);
-            if e.is_timeout() || e.is_connect() || e.is_request() || e.is_body() {
+            if transient_error(&e) {
                 transient(msg)
             } else {
                 permanent(msg)
             }
-        })?;
+        };
+        let mut resp = req.send(body.to_string()).map_err(classify)?;
         let status = resp.status();
-        let text = resp.text().map_err(|e| transient(error_chain(&e)))?;
+        let text = resp
+            .body_mut()
+            .with_config()
+            .limit(MAX_RESPONSE_BYTES)
+            .lossy_utf8(true)
+            .read_to_string()
+            .map_err(classify)?;
         if !status.is_success() {
             let snippet: String = text.chars().take(300).collect();
             let msg = format!("HTTP {status}: {snippet}");
@@ -261,7 +307,7 @@ impl OpenAiEmbedder {
     }
 }
 
-/// reqwest's top-level message is vague ("error sending request"); the causes say why.
+/// An error with its causes: the top-level message alone can be vague.
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut msg = e.to_string();
     let mut source = e.source();

@@ -42,7 +42,7 @@ fn start_server() -> (Server, String) {
     let mut server = Server(child);
     let url = format!("http://127.0.0.1:{port}");
     let started = Instant::now();
-    while reqwest::blocking::get(format!("{url}/health")).is_err() {
+    while ureq::get(format!("{url}/health")).call().is_err() {
         if let Some(status) = server.0.try_wait().unwrap() {
             let mut err = String::new();
             server

@@ -5,7 +5,7 @@ use std::path::Path;
 use chrono::NaiveDate;
 use dossier_core::{DocKind, DocumentVersion, VersionRef};
 use scraper::Selector;
-use serde_yaml::{Mapping, Value};
+use serde_norway::{Mapping, Value};
 
 use crate::html::{self, collapse};
 use crate::{

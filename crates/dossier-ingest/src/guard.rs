@@ -133,12 +133,12 @@ impl<'a> Problems<'a> {
 }
 
 /// Nesting allowed in YAML: far beyond any front matter, schema or principals file, and
-/// below serde_yaml's own limit (128).
+/// below serde_norway's own limit (128).
 const MAX_YAML_DEPTH: usize = 64;
 
 /// Values a YAML text of `len` bytes may expand to. Without aliases a text has fewer
 /// values than bytes; with them, a few lines can stand for billions ("billion laughs"),
-/// which serde_yaml's own limit on alias jumps does not stop (one alias of a long list
+/// which serde_norway's own limit on alias jumps does not stop (one alias of a long list
 /// is one jump).
 fn yaml_budget(len: usize) -> u64 {
     len as u64 + 10_000
@@ -146,14 +146,16 @@ fn yaml_budget(len: usize) -> u64 {
 
 /// Reads a YAML text as libyaml's events, keeping nothing, and refuses it once it nests
 /// deeper than [`MAX_YAML_DEPTH`] or expands (aliases followed) to more values than
-/// [`yaml_budget`]. This runs before serde_yaml sees the text, and it must: libyaml's
+/// [`yaml_budget`]. This runs before serde_norway sees the text, and it must: libyaml's
 /// scanner walks every open flow level at each token (40 000 nested `[` take 2 s, a
-/// megabyte of them hours), and serde_yaml would first scan the whole text and then
+/// megabyte of them hours), and serde_norway would first scan the whole text and then
 /// expand every alias. Here the walk stops at the first level too many. Syntax errors
-/// are left to serde_yaml, which reports them with their line.
+/// are left to serde_norway, which reports them with their line.
 ///
-/// The events come from unsafe-libyaml, the same parser serde_yaml uses, so the depth
-/// and the expansion are measured exactly, not guessed from the text.
+/// The events come from unsafe-libyaml-norway, the same parser serde_norway (the
+/// maintained fork of serde_yaml) uses, so the depth and the expansion are measured
+/// exactly, not guessed from the text. The two must stay the same parser: the workspace
+/// pins both, and a change of YAML crate brings its parser here.
 pub(crate) fn check_yaml(src: &str) -> std::result::Result<(), String> {
     use std::collections::HashMap;
 
@@ -215,25 +217,26 @@ enum YamlEvent {
 /// A libyaml parser over a borrowed text.
 struct YamlParser<'a> {
     /// Boxed, since libyaml keeps a pointer to the parser in itself.
-    sys: Box<std::mem::MaybeUninit<unsafe_libyaml::yaml_parser_t>>,
+    sys: Box<std::mem::MaybeUninit<unsafe_libyaml_norway::yaml_parser_t>>,
     failed: bool,
     _input: std::marker::PhantomData<&'a str>,
 }
 
 impl<'a> YamlParser<'a> {
     fn new(input: &'a str) -> Self {
-        let mut boxed = Box::new(std::mem::MaybeUninit::<unsafe_libyaml::yaml_parser_t>::uninit());
+        let mut boxed =
+            Box::new(std::mem::MaybeUninit::<unsafe_libyaml_norway::yaml_parser_t>::uninit());
         let parser = boxed.as_mut_ptr();
         // SAFETY: `parser` points at memory owned by the box, which is neither moved nor
         // freed before `Drop` deletes the parser. The input outlives the parser ('a).
         let ok = unsafe {
-            let ok = unsafe_libyaml::yaml_parser_initialize(parser).ok;
+            let ok = unsafe_libyaml_norway::yaml_parser_initialize(parser).ok;
             if ok {
-                unsafe_libyaml::yaml_parser_set_encoding(
+                unsafe_libyaml_norway::yaml_parser_set_encoding(
                     parser,
-                    unsafe_libyaml::YAML_UTF8_ENCODING,
+                    unsafe_libyaml_norway::YAML_UTF8_ENCODING,
                 );
-                unsafe_libyaml::yaml_parser_set_input_string(
+                unsafe_libyaml_norway::yaml_parser_set_input_string(
                     parser,
                     input.as_ptr(),
                     input.len() as u64,
@@ -255,13 +258,13 @@ impl<'a> YamlParser<'a> {
             return None;
         }
         let parser = self.sys.as_mut_ptr();
-        let mut event = std::mem::MaybeUninit::<unsafe_libyaml::yaml_event_t>::uninit();
+        let mut event = std::mem::MaybeUninit::<unsafe_libyaml_norway::yaml_event_t>::uninit();
         let event = event.as_mut_ptr();
         // SAFETY: the parser was initialised in `new`. A successful parse initialises
         // the event, whose anchor pointers are NUL-terminated strings owned by it until
         // `yaml_event_delete`; they are copied before that.
         unsafe {
-            if unsafe_libyaml::yaml_parser_parse(parser, event).fail {
+            if unsafe_libyaml_norway::yaml_parser_parse(parser, event).fail {
                 self.failed = true;
                 return None;
             }
@@ -269,24 +272,24 @@ impl<'a> YamlParser<'a> {
                 (!p.is_null()).then(|| std::ffi::CStr::from_ptr(p.cast()).to_bytes().to_vec())
             };
             let out = match (*event).type_ {
-                unsafe_libyaml::YAML_STREAM_END_EVENT => YamlEvent::StreamEnd,
-                unsafe_libyaml::YAML_SCALAR_EVENT => {
+                unsafe_libyaml_norway::YAML_STREAM_END_EVENT => YamlEvent::StreamEnd,
+                unsafe_libyaml_norway::YAML_SCALAR_EVENT => {
                     YamlEvent::Scalar(anchor((*event).data.scalar.anchor))
                 }
-                unsafe_libyaml::YAML_ALIAS_EVENT => {
+                unsafe_libyaml_norway::YAML_ALIAS_EVENT => {
                     YamlEvent::Alias(anchor((*event).data.alias.anchor).unwrap_or_default())
                 }
-                unsafe_libyaml::YAML_SEQUENCE_START_EVENT => {
+                unsafe_libyaml_norway::YAML_SEQUENCE_START_EVENT => {
                     YamlEvent::Start(anchor((*event).data.sequence_start.anchor))
                 }
-                unsafe_libyaml::YAML_MAPPING_START_EVENT => {
+                unsafe_libyaml_norway::YAML_MAPPING_START_EVENT => {
                     YamlEvent::Start(anchor((*event).data.mapping_start.anchor))
                 }
-                unsafe_libyaml::YAML_SEQUENCE_END_EVENT
-                | unsafe_libyaml::YAML_MAPPING_END_EVENT => YamlEvent::End,
+                unsafe_libyaml_norway::YAML_SEQUENCE_END_EVENT
+                | unsafe_libyaml_norway::YAML_MAPPING_END_EVENT => YamlEvent::End,
                 _ => YamlEvent::Other,
             };
-            unsafe_libyaml::yaml_event_delete(event);
+            unsafe_libyaml_norway::yaml_event_delete(event);
             Some(out)
         }
     }
@@ -295,7 +298,7 @@ impl<'a> YamlParser<'a> {
 impl Drop for YamlParser<'_> {
     fn drop(&mut self) {
         // SAFETY: initialised in `new` and deleted only here.
-        unsafe { unsafe_libyaml::yaml_parser_delete(self.sys.as_mut_ptr()) }
+        unsafe { unsafe_libyaml_norway::yaml_parser_delete(self.sys.as_mut_ptr()) }
     }
 }
 
@@ -325,7 +328,7 @@ mod tests {
     #[test]
     fn yaml_expansion_and_depth_are_bounded() {
         assert!(check_yaml("a: &x [1, 2, {b: c}]\nd: !tag x\ne: *x\n").is_ok());
-        // Syntax errors are serde_yaml's to report.
+        // Syntax errors are serde_norway's to report.
         assert!(check_yaml("a: [unclosed\n").is_ok());
         let deep = "[".repeat(65) + &"]".repeat(65);
         assert!(check_yaml(&deep)

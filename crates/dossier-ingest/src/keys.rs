@@ -64,7 +64,7 @@ pub fn parse_keys(text: &str) -> Result<Vec<KeyGrant>, String> {
         return Ok(Vec::new());
     }
     crate::guard::check_yaml(text)?;
-    let lines: Vec<KeyLine> = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
+    let lines: Vec<KeyLine> = serde_norway::from_str(text).map_err(|e| e.to_string())?;
     let mut out: Vec<KeyGrant> = Vec::with_capacity(lines.len());
     for (i, line) in lines.into_iter().enumerate() {
         let n = i + 1;

@@ -407,7 +407,7 @@ pub(crate) fn from_yaml<T: serde::de::DeserializeOwned>(src: &str, first_line: u
         src
     };
     guard::check_yaml(src).map_err(|msg| Error::Yaml { line: None, msg })?;
-    serde_yaml::from_str(src).map_err(|e| Error::Yaml {
+    serde_norway::from_str(src).map_err(|e| Error::Yaml {
         line: e.location().map(|l| l.line()),
         msg: e.to_string(),
     })

@@ -102,7 +102,7 @@ pub(crate) fn parse_schema(src: &str) -> Result<RecordSchema> {
     }
     // `fields:` is optional and not kept in the schema; it is checked so that a typo
     // in a type is caught at ingest rather than ignored.
-    let doc: serde_yaml::Value = from_yaml(src, 1)?;
+    let doc: serde_norway::Value = from_yaml(src, 1)?;
     if let Some(fields) = doc.get("fields") {
         let start = find_line(src, 0, "fields:").unwrap_or(1);
         let Some(map) = fields.as_mapping() else {

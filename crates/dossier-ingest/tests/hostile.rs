@@ -347,7 +347,7 @@ fn billion_laughs(key: &str) -> String {
     y + &format!("{key}: *j\n")
 }
 
-/// One long list and many aliases of it: one alias jump each, so serde_yaml's own
+/// One long list and many aliases of it: one alias jump each, so serde_norway's own
 /// limit on jumps lets it through, but 20 000 × 20 000 values.
 fn wide_laughs(key: &str) -> String {
     let list = vec!["x"; 20_000].join(",");
@@ -386,7 +386,8 @@ fn a_yaml_alias_bomb_is_refused_before_it_expands() {
 #[test]
 fn deeply_nested_yaml_is_refused_before_libyaml_scans_it_in_quadratic_time() {
     // libyaml walks every open flow level at each token: 40 000 nested `[` took 2 s in
-    // serde_yaml, and a megabyte of them would take hours.
+    // serde_yaml (about 4 s in serde_norway, whose libyaml port is the same), and a
+    // megabyte of them would take hours.
     let md = format!("---\nid: x\ntitle: {}\n---\nbody\n", "[".repeat(60_000));
     let p = refused("deep.md", md.as_bytes(), &opts());
     assert!(p.message.contains("nested more than 64 levels deep"), "{p}");

@@ -536,16 +536,10 @@ impl LocalServer {
     fn wait_ready(&mut self) -> Result<(), Attempt> {
         let started = Instant::now();
         let health = format!("{}/health", self.base_url);
-        let client = reqwest::blocking::Client::builder()
-            .timeout(Duration::from_secs(5))
-            .build()
-            .map_err(|e| Attempt {
-                error: LlmError::Setup(format!("HTTP client: {e}")),
-                port_clash: false,
-            })?;
+        let client = crate::openai::http_agent(Duration::from_secs(5));
         let mut last = String::from("no answer yet");
         loop {
-            if let Ok(resp) = client.get(&health).send() {
+            if let Ok(resp) = client.get(&health).call() {
                 if resp.status().is_success() {
                     return Ok(());
                 }

@@ -11,13 +11,64 @@ use crate::{
 /// Characters of a response body quoted in errors.
 const BODY_EXCERPT: usize = 500;
 
+/// The most bytes of a response body read: far above any chat completion, low enough
+/// that a broken or hostile server cannot fill memory.
+const MAX_RESPONSE_BYTES: u64 = 32 << 20;
+
+/// The HTTP client of the chat and embedding providers: ureq, synchronous on the calling
+/// thread, with `timeout` for the whole request and at most 10 s of it to connect.
+///
+/// Why ureq and not reqwest's blocking client: [`ChatModel::chat`] is a blocking call,
+/// and the server (tokio) makes it on its blocking pool. reqwest's blocking client runs
+/// a private tokio runtime on a thread of its own, one per client, and hands each
+/// request to it; inside the server that is a second runtime beside the server's, and
+/// constructing or dropping one on a runtime thread panics. ureq does blocking I/O on
+/// the caller's thread with no runtime at all, so the same client is right in the CLI
+/// (no runtime) and on the server's blocking pool. An async client would tie
+/// [`ChatModel`] to one runtime and make the CLI start one.
+pub(crate) fn http_agent(timeout: Duration) -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .timeout_global(Some(timeout))
+        .timeout_connect(Some(timeout.min(Duration::from_secs(10))))
+        // A 4xx or 5xx is an answer to report with its body, not a transport failure.
+        .http_status_as_error(false)
+        .build()
+        .into()
+}
+
+/// A ureq error with its causes: the top-level message alone can be vague.
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut message = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
+}
+
+/// Whether a ureq error is a timeout (the whole request's, or a socket's).
+pub(crate) fn is_timeout(e: &ureq::Error) -> bool {
+    match e {
+        ureq::Error::Timeout(_) => true,
+        ureq::Error::Io(io) => matches!(
+            io.kind(),
+            std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+        ),
+        _ => false,
+    }
+}
+
 /// A chat model behind an OpenAI-compatible `POST /v1/chat/completions` endpoint.
 ///
 /// One request per [`chat`](ChatModel::chat) call, no retries: a failure comes back as
 /// [`LlmError::Timeout`], [`LlmError::Http`], [`LlmError::Transport`] or
 /// [`LlmError::Malformed`] for the caller to judge. Its `Debug` output hides the API key.
 ///
-/// Uses a blocking HTTP client: do not construct or call it inside an async runtime.
+/// Blocking: each call does its I/O on the calling thread (ureq, with no async runtime
+/// of its own). Inside an async runtime, call it from a blocking thread
+/// (`tokio::task::spawn_blocking`), as the server does.
 #[derive(Clone)]
 pub struct OpenAiChat {
     url: String,
@@ -25,7 +76,7 @@ pub struct OpenAiChat {
     timeout: Duration,
     api_key: Option<String>,
     recover_tool_calls: bool,
-    client: reqwest::blocking::Client,
+    client: ureq::Agent,
 }
 
 impl std::fmt::Debug for OpenAiChat {
@@ -50,18 +101,13 @@ impl OpenAiChat {
             "{}/v1/chat/completions",
             base.strip_suffix("/v1").unwrap_or(base)
         );
-        let client = reqwest::blocking::Client::builder()
-            .timeout(timeout)
-            .connect_timeout(timeout.min(Duration::from_secs(10)))
-            .build()
-            .map_err(|e| LlmError::Setup(format!("HTTP client for {url}: {e}")))?;
         Ok(Self {
             url,
             model: model.into(),
             timeout,
             api_key: None,
             recover_tool_calls: true,
-            client,
+            client: http_agent(timeout),
         })
     }
 
@@ -105,25 +151,17 @@ impl OpenAiChat {
         &self.model
     }
 
-    fn transport(&self, e: reqwest::Error) -> LlmError {
-        if e.is_timeout() {
+    fn transport(&self, e: ureq::Error) -> LlmError {
+        if is_timeout(&e) {
             LlmError::Timeout {
                 url: self.url.clone(),
                 after: self.timeout,
             }
         } else {
-            // The Display of a reqwest error omits its causes ("error sending request");
-            // the chain says what actually failed (refused, reset, DNS…).
-            let mut message = e.to_string();
-            let mut source = std::error::Error::source(&e);
-            while let Some(cause) = source {
-                message.push_str(": ");
-                message.push_str(&cause.to_string());
-                source = cause.source();
-            }
+            // The chain says what actually failed (refused, reset, DNS…).
             LlmError::Transport {
                 url: self.url.clone(),
-                message,
+                message: error_chain(&e),
             }
         }
     }
@@ -135,13 +173,21 @@ impl ChatModel for OpenAiChat {
         let mut http = self
             .client
             .post(&self.url)
-            .json(&request_body(&self.model, req));
+            .header("Content-Type", "application/json");
         if let Some(key) = &self.api_key {
-            http = http.bearer_auth(key);
+            http = http.header("Authorization", format!("Bearer {key}"));
         }
-        let resp = http.send().map_err(|e| self.transport(e))?;
+        let mut resp = http
+            .send(request_body(&self.model, req).to_string())
+            .map_err(|e| self.transport(e))?;
         let status = resp.status();
-        let body = resp.text().map_err(|e| self.transport(e))?;
+        let body = resp
+            .body_mut()
+            .with_config()
+            .limit(MAX_RESPONSE_BYTES)
+            .lossy_utf8(true)
+            .read_to_string()
+            .map_err(|e| self.transport(e))?;
         if !status.is_success() {
             return Err(LlmError::Http {
                 url: self.url.clone(),

@@ -449,3 +449,48 @@ async fn stop_signal() {
         _ = term => {},
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use dossier_core::Embedder;
+    use dossier_embed::{OpenAiConfig, OpenAiEmbedder};
+    use dossier_llm::{ChatModel, ChatRequest, LlmError, Message, OpenAiChat};
+
+    /// Makes, uses and drops both provider clients against a closed port.
+    fn use_providers(url: &str) {
+        let chat = OpenAiChat::new(url, "m", Duration::from_secs(2)).unwrap();
+        let e = chat
+            .chat(&ChatRequest::new(vec![Message::user("x")]))
+            .unwrap_err();
+        assert!(matches!(e, LlmError::Transport { .. }), "{e:?}");
+        let embedder = OpenAiEmbedder::from_config(OpenAiConfig {
+            dim: Some(4),
+            max_retries: 0,
+            ..OpenAiConfig::new(url, "m")
+        })
+        .unwrap();
+        let e = embedder.embed_query("x").unwrap_err().to_string();
+        assert!(e.contains("transient:"), "{e}");
+    }
+
+    /// The chat and embedding clients are made, called and dropped where the server
+    /// does so: on its blocking pool, and here even on a runtime thread. They start no
+    /// runtime of their own (reqwest's blocking client did, and panics when dropped in
+    /// an async context).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn provider_clients_start_no_runtime_of_their_own() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let url = format!("http://127.0.0.1:{port}");
+        let on_pool = url.clone();
+        tokio::task::spawn_blocking(move || use_providers(&on_pool))
+            .await
+            .unwrap();
+        use_providers(&url);
+    }
+}

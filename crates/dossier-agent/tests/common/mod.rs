@@ -13,7 +13,7 @@ use dossier_agent::{
     ToolStatus,
 };
 use dossier_engine::{Engine, Mode};
-use serde_yaml::Value;
+use serde_norway::Value;
 
 pub fn shared() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/scenarios")
@@ -21,7 +21,7 @@ pub fn shared() -> PathBuf {
 
 pub fn cases() -> Vec<Value> {
     let text = std::fs::read_to_string(shared().join("scenarios.yaml")).expect("scenarios.yaml");
-    serde_yaml::from_str::<Vec<Value>>(&text).expect("scenarios parse")
+    serde_norway::from_str::<Vec<Value>>(&text).expect("scenarios parse")
 }
 
 pub fn open_scenarios(dir: &std::path::Path) -> Engine {
@@ -41,7 +41,7 @@ fn s<'a>(v: &'a Value, k: &str) -> Option<&'a str> {
 fn date(v: &Value, k: &str) -> Option<NaiveDate> {
     match v.get(k)? {
         Value::String(s) => s.parse().ok(),
-        other => serde_yaml::to_string(other).ok()?.trim().parse().ok(),
+        other => serde_norway::to_string(other).ok()?.trim().parse().ok(),
     }
 }
 
