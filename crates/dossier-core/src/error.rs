@@ -13,3 +13,16 @@ pub enum Error {
 
 /// `Result` with the core [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// An error's message followed by those of its causes (`a: b: c`): a transport error's
+/// top-level message alone is often vague.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut message = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
+}

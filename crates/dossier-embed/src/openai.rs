@@ -1,5 +1,6 @@
 //! OpenAI-compatible embeddings over HTTP.
 
+use dossier_core::error::error_chain;
 use std::time::Duration;
 
 use dossier_core::{Embedder, Error, Result};
@@ -305,18 +306,6 @@ impl OpenAiEmbedder {
             })
             .collect()
     }
-}
-
-/// An error with its causes: the top-level message alone can be vague.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut msg = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        msg.push_str(": ");
-        msg.push_str(&s.to_string());
-        source = s.source();
-    }
-    msg
 }
 
 impl Embedder for OpenAiEmbedder {

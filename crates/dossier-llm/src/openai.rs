@@ -1,5 +1,6 @@
 //! OpenAI-compatible chat completions over HTTP.
 
+use dossier_core::error::error_chain;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
@@ -34,18 +35,6 @@ pub(crate) fn http_agent(timeout: Duration) -> ureq::Agent {
         .http_status_as_error(false)
         .build()
         .into()
-}
-
-/// A ureq error with its causes: the top-level message alone can be vague.
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut message = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    message
 }
 
 /// Whether a ureq error is a timeout (the whole request's, or a socket's).

@@ -34,7 +34,10 @@ pub const MAX_MESSAGE_BYTES: usize = 1 << 20;
 const MAX_RESULT_BYTES: usize = 8 << 20;
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/mcp", post(http_message).get(no_stream).delete(no_session))
+    Router::new().route(
+        "/mcp",
+        post(http_message).get(not_offered).delete(not_offered),
+    )
 }
 
 /// A tool: its name, what it is for, its arguments (JSON schema properties) and which
@@ -44,6 +47,19 @@ struct Tool {
     description: &'static str,
     properties: fn() -> Value,
     required: &'static [&'static str],
+    route: Route,
+}
+
+/// The API route a tool call is sent as.
+enum Route {
+    /// `POST` with the arguments as the JSON body.
+    Post(&'static str),
+    /// `GET` of `prefix`, then each argument of `in_path` as a path segment in turn; the
+    /// other arguments go into the query string.
+    Get {
+        prefix: &'static str,
+        in_path: &'static [&'static str],
+    },
 }
 
 fn date_props() -> Map<String, Value> {
@@ -81,6 +97,7 @@ const TOOLS: &[Tool] = &[
             }))
         },
         required: &["query"],
+        route: Route::Post("/v1/search"),
     },
     Tool {
         name: "ask",
@@ -94,6 +111,7 @@ const TOOLS: &[Tool] = &[
             }))
         },
         required: &["question"],
+        route: Route::Post("/v1/ask"),
     },
     Tool {
         name: "record_lookup",
@@ -107,6 +125,10 @@ const TOOLS: &[Tool] = &[
             })
         },
         required: &["table", "key"],
+        route: Route::Get {
+            prefix: "/v1/records",
+            in_path: &["table", "key"],
+        },
     },
     Tool {
         name: "graph_neighbors",
@@ -119,6 +141,10 @@ const TOOLS: &[Tool] = &[
             }))
         },
         required: &["name"],
+        route: Route::Get {
+            prefix: "/v1/graph/neighbors",
+            in_path: &["name"],
+        },
     },
     Tool {
         name: "document_section",
@@ -130,6 +156,10 @@ const TOOLS: &[Tool] = &[
             }))
         },
         required: &["chunk_id"],
+        route: Route::Get {
+            prefix: "/v1/sections",
+            in_path: &["chunk_id"],
+        },
     },
 ];
 
@@ -289,39 +319,18 @@ fn request_for(
             .map(|q| format!("?{q}"))
             .map_err(|e| RpcError(INVALID_PARAMS, e.to_string()))
     };
-    let body = || Some(Value::Object(args.clone()));
-    Ok(match tool.name {
-        "search" => (Method::POST, "/v1/search".into(), body()),
-        "ask" => (Method::POST, "/v1/ask".into(), body()),
-        "record_lookup" => (
-            Method::GET,
-            format!(
-                "/v1/records/{}/{}",
-                segment(&text("table")?),
-                segment(&text("key")?)
-            ),
-            None,
-        ),
-        "graph_neighbors" => (
-            Method::GET,
-            format!(
-                "/v1/graph/neighbors/{}{}",
-                segment(&text("name")?),
-                query(&["name"])?
-            ),
-            None,
-        ),
-        "document_section" => (
-            Method::GET,
-            format!(
-                "/v1/sections/{}{}",
-                segment(&text("chunk_id")?),
-                query(&["chunk_id"])?
-            ),
-            None,
-        ),
-        other => unreachable!("tool {other} has no route"),
-    })
+    match tool.route {
+        Route::Post(path) => Ok((Method::POST, path.into(), Some(Value::Object(args.clone())))),
+        Route::Get { prefix, in_path } => {
+            let mut uri = prefix.to_string();
+            for k in in_path {
+                uri.push('/');
+                uri.push_str(&segment(&text(k)?));
+            }
+            uri.push_str(&query(in_path)?);
+            Ok((Method::GET, uri, None))
+        }
+    }
 }
 
 async fn call_tool(
@@ -441,13 +450,9 @@ fn json_response(status: StatusCode, v: &Value) -> Response {
     r
 }
 
-/// `GET /mcp`: this server sends nothing unasked, so it opens no event stream.
-async fn no_stream() -> StatusCode {
-    StatusCode::METHOD_NOT_ALLOWED
-}
-
-/// `DELETE /mcp`: there are no sessions to end.
-async fn no_session() -> StatusCode {
+/// `GET /mcp` (an event stream for messages the server sends unasked) and `DELETE /mcp`
+/// (ending a session): this server sends nothing unasked and keeps no sessions.
+async fn not_offered() -> StatusCode {
     StatusCode::METHOD_NOT_ALLOWED
 }
 
