@@ -256,3 +256,68 @@ fn the_sdk_client_over_stdio_sees_what_the_key_may_read() {
         String::from_utf8_lossy(&refused.stderr)
     );
 }
+
+/// Hostile stdio input: an oversized line, binary garbage, a query past the API's
+/// limit, nesting deeper than the parser takes. Each gets its JSON-RPC error (or the
+/// route's own refusal) and the session goes on to answer the next message.
+#[test]
+fn hostile_stdio_messages_are_refused_one_by_one() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let ingest = std::process::Command::new(dossier_bin())
+        .arg("--store")
+        .arg(&store)
+        .args(["--embedder", "hash:64", "ingest"])
+        .arg(common::scenarios().join("shop"))
+        .output()
+        .unwrap();
+    assert!(
+        ingest.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ingest.stderr)
+    );
+    let keys = dir.path().join("keys.yaml");
+    common::write_keys(&keys, &KEYS);
+    let mut input = Vec::new();
+    input.extend(vec![b'x'; 2 << 20]);
+    input.push(b'\n');
+    input.extend(b"\x00\x01\xff garbage\n");
+    let long = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "search", "arguments": {"query": "a".repeat(5000)}}});
+    input.extend(format!("{long}\n").bytes());
+    input.extend(vec![b'['; 100_000]);
+    input.push(b'\n');
+    input.extend(b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\n");
+    let mut child = std::process::Command::new(dossier_bin())
+        .arg("--store")
+        .arg(&store)
+        .args(["--embedder", "hash:64", "mcp", "--keys"])
+        .arg(&keys)
+        .env("DOSSIER_API_KEY", "key-u7")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || stdin.write_all(&input));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    assert!(out.status.success());
+    let replies: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(replies.len(), 5, "{replies:?}");
+    assert_eq!(replies[0]["error"]["code"], -32600, "{}", replies[0]);
+    assert_eq!(replies[1]["error"]["code"], -32700, "{}", replies[1]);
+    assert_eq!(replies[2]["result"]["isError"], true, "{}", replies[2]);
+    assert_eq!(
+        replies[2]["result"]["structuredContent"]["code"], "payload_too_large",
+        "{}",
+        replies[2]
+    );
+    assert_eq!(replies[3]["error"]["code"], -32700, "{}", replies[3]);
+    assert_eq!(replies[4], json!({"jsonrpc": "2.0", "id": 2, "result": {}}));
+}
