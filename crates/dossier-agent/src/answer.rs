@@ -55,6 +55,7 @@ impl Writer<'_> {
             doc_id: e.doc_id.clone(),
             version: e.version.clone(),
             section: e.section.clone(),
+            page: e.page,
             chunk_id: e.chunk_id.clone(),
             source_uri: e.source_uri.clone(),
             quote: quote.to_string(),

@@ -71,6 +71,9 @@ pub struct Citation {
     pub doc_id: String,
     pub version: String,
     pub section: String,
+    /// The page the passage is on, for a paged source (PDF); `section` names it too.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page: Option<u32>,
     pub chunk_id: String,
     pub source_uri: String,
     pub quote: String,

@@ -44,6 +44,7 @@ pub fn write_model_summary(model: &dyn ChatModel, report: &mut ReportJson) -> Re
             doc_id: String::new(),
             version: String::new(),
             section: String::new(),
+            page: None,
             chunk_id: l.chunk_id.clone(),
             source_uri: String::new(),
             quote: l.text.clone(),

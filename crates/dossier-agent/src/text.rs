@@ -38,7 +38,13 @@ pub fn sentences(text: &str) -> Vec<String> {
         cur.push(c);
         let end = matches!(c, '。' | '！' | '？' | '；' | '\n')
             || (matches!(c, '.' | '!' | '?' | ';')
-                && chars.peek().is_none_or(|n| n.is_whitespace()));
+                && chars.peek().is_none_or(|n| n.is_whitespace())
+                && !(c == '.'
+                    && ends_with_abbreviation(&cur)
+                    && chars
+                        .clone()
+                        .find(|n| !n.is_whitespace())
+                        .is_some_and(|n| n.is_ascii_digit())));
         if end {
             push_sentence(&mut out, &cur);
             cur.clear();
@@ -46,6 +52,29 @@ pub fn sentences(text: &str) -> Vec<String> {
     }
     push_sentence(&mut out, &cur);
     out
+}
+
+/// Abbreviations that a number follows (`p. 2`, `No. 7`, `Art. 3`): their period ends no
+/// sentence. A citation of a PDF names its page so.
+const ABBREVIATIONS: &[&str] = &[
+    "p", "pp", "no", "nr", "art", "sec", "ch", "fig", "vol", "para",
+];
+
+fn ends_with_abbreviation(cur: &str) -> bool {
+    let before = &cur[..cur.len() - 1];
+    let word: String = before
+        .chars()
+        .rev()
+        .take_while(|c| c.is_ascii_alphabetic())
+        .collect::<String>()
+        .chars()
+        .rev()
+        .collect();
+    let whole_word = before[..before.len() - word.len()]
+        .chars()
+        .next_back()
+        .is_none_or(|c| !c.is_alphanumeric());
+    whole_word && ABBREVIATIONS.contains(&word.to_ascii_lowercase().as_str())
 }
 
 fn push_sentence(out: &mut Vec<String>, s: &str) {
@@ -283,6 +312,21 @@ pub fn other_language(a: &str, b: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_page_or_clause_abbreviation_before_a_number_ends_no_sentence() {
+        assert_eq!(
+            sentences("See policy@V2 p. 1 › 第 1 条. Then ask. Read ch. Seven. Stop."),
+            vec![
+                "See policy@V2 p. 1 › 第 1 条.",
+                "Then ask.",
+                "Read ch.",
+                "Seven.",
+                "Stop."
+            ]
+        );
+        assert_eq!(sentences("Go up. 2 more"), vec!["Go up.", "2 more"]);
+    }
 
     #[test]
     fn what_a_question_asks_for_must_be_in_the_answer() {

@@ -115,6 +115,8 @@ pub struct Evidence {
     pub doc_id: String,
     pub version: String,
     pub section: String,
+    /// The page of a paged source (PDF).
+    pub page: Option<u32>,
     pub source_uri: String,
     pub title: String,
     pub text: String,
@@ -208,6 +210,7 @@ fn evidence_of(hits: Vec<dossier_engine::Hit>, step: usize) -> Vec<Evidence> {
             chunk_id: h.chunk_id,
             doc_id: h.doc_id,
             version: h.version,
+            page: dossier_core::doc::page_of(&h.section_path),
             section: h.section,
             source_uri: h.source_uri,
             title: h.title,

@@ -357,6 +357,7 @@ mod tests {
             doc_id: "d".into(),
             version: "1".into(),
             section: "s".into(),
+            page: None,
             chunk_id: format!("d@1#{mark}"),
             source_uri: String::new(),
             quote: quote.into(),

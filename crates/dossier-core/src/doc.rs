@@ -12,6 +12,10 @@ pub enum DocKind {
     Html,
     /// One passage of a corpus JSONL file.
     Passage,
+    Pdf,
+    Docx,
+    /// A spreadsheet or CSV file read as text (one with a schema is a record table).
+    Sheet,
 }
 
 /// `ID@VERSION`, the way front matter names one version of a document.
@@ -110,8 +114,27 @@ impl Chunk {
         format!("{doc_id}@{version}#{ordinal}")
     }
 
-    /// The innermost heading, which is what a citation names.
+    /// The innermost heading, which is what a citation names; for a chunk of a paged
+    /// format (PDF), its page and the heading: `p. 2 › Clause 2`.
     pub fn section_label(&self) -> String {
-        self.section.last().cloned().unwrap_or_default()
+        let last = self.section.last().cloned().unwrap_or_default();
+        match (self.page(), self.section.len()) {
+            (Some(_), n) if n > 1 => format!("{} › {last}", self.section[0]),
+            _ => last,
+        }
     }
+
+    /// The page the chunk is on, for a chunk read from a paged format (PDF): the first
+    /// element of its section path is then `p. N`.
+    pub fn page(&self) -> Option<u32> {
+        page_of(&self.section)
+    }
+}
+
+/// How a section path names the page its chunk is on: `p. 2`, always the first element.
+pub const PAGE_PREFIX: &str = "p. ";
+
+/// The page a section path names, if it names one.
+pub fn page_of(section: &[String]) -> Option<u32> {
+    section.first()?.strip_prefix(PAGE_PREFIX)?.parse().ok()
 }

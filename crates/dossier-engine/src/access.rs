@@ -207,6 +207,9 @@ pub struct SectionView {
     /// The heading path, outermost first, and as one label.
     pub section_path: Vec<String>,
     pub section: String,
+    /// The page of a paged source (PDF) the section is on; its chunks are that page's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page: Option<u32>,
     pub source_uri: String,
     /// The version's status on the scope's date: `active`, `deprecated` or
     /// `not_yet_in_force`.
@@ -262,6 +265,7 @@ impl Engine {
             title: cited.title.clone(),
             section_path: cited.section.clone(),
             section: cited.section_label(),
+            page: cited.page(),
             source_uri: cited.source_uri.clone(),
             status: status.into(),
             chunk_id: chunk_id.into(),

@@ -123,5 +123,5 @@ fn passage(line: &str, stem: &str, opts: &IngestOptions) -> Result<ParsedDocumen
         kind: DocKind::Passage,
         digest: digest(line.as_bytes(), opts),
     };
-    document(meta, &p.text, opts)
+    document(meta, &p.text, None, opts)
 }

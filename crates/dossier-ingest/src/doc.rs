@@ -223,66 +223,134 @@ fn yaml_mapping(src: &str, first_line: usize) -> Result<Mapping> {
     }
 }
 
+/// A file to read as a document: its path, bytes, sidecar metadata and URI.
+pub(crate) struct Source<'a> {
+    pub path: &'a Path,
+    pub raw: &'a [u8],
+    /// The content of `FILE.meta.yaml`, if there is one.
+    pub meta: Option<&'a str>,
+    pub uri: &'a str,
+}
+
+impl Source<'_> {
+    /// The digest of what the chunks are a function of: the file, its sidecar and the
+    /// reader that turned it into text.
+    fn digest(&self, reader: &str, opts: &IngestOptions) -> String {
+        let mut all = self.raw.to_vec();
+        if let Some(m) = self.meta {
+            all.extend_from_slice(b"\0meta\0");
+            all.extend_from_slice(m.as_bytes());
+            all.extend_from_slice(reader.as_bytes());
+        } else if !reader.is_empty() {
+            all.extend_from_slice(reader.as_bytes());
+        }
+        digest(&all, opts)
+    }
+
+    /// The sidecar's fields, or none.
+    fn sidecar(&self) -> Result<Option<Fields<'_>>> {
+        let Some(src) = self.meta else {
+            return Ok(None);
+        };
+        let map = yaml_mapping(src, 1).map_err(|e| self.in_sidecar(e))?;
+        Ok(Some(Fields {
+            map,
+            src: Some(src),
+            first_line: 1,
+        }))
+    }
+
+    /// An error in the sidecar names the sidecar, since the problem is reported against
+    /// the file it describes.
+    fn in_sidecar(&self, e: Error) -> Error {
+        let name = self
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let line = e.line();
+        let msg = match e {
+            Error::Yaml { msg, .. } | Error::Invalid { msg, .. } => msg,
+            other => other.to_string(),
+        };
+        let at = line.map(|l| format!(":{l}")).unwrap_or_default();
+        Error::invalid(None, format!("{name}.meta.yaml{at}: {msg}"))
+    }
+
+    /// Fields from the file itself, or else from the sidecar; both is an error, since
+    /// one would silently lose to the other.
+    fn fields<'f>(&'f self, own: Option<Fields<'f>>) -> Result<(Fields<'f>, bool)> {
+        match (own, self.sidecar()?) {
+            (Some(_), Some(_)) => Err(Error::invalid(
+                Some(1),
+                "metadata is given twice: in the file and in its .meta.yaml sidecar; keep one",
+            )),
+            (Some(f), None) => Ok((f, false)),
+            (None, Some(f)) => Ok((f, true)),
+            (None, None) => Ok((
+                Fields {
+                    map: Mapping::new(),
+                    src: None,
+                    first_line: 1,
+                },
+                false,
+            )),
+        }
+    }
+
+    fn build(
+        &self,
+        own: Option<Fields>,
+        d: Defaults,
+        opts: &IngestOptions,
+    ) -> Result<DocumentVersion> {
+        let (fields, from_sidecar) = self.fields(own)?;
+        build(&fields, d, opts).map_err(|e| if from_sidecar { self.in_sidecar(e) } else { e })
+    }
+}
+
 pub(crate) fn parse_markdown(
-    path: &Path,
+    src: &Source,
     text: &str,
-    raw: &[u8],
-    uri: &str,
     opts: &IngestOptions,
 ) -> Result<ParsedDocument> {
     let (yaml, body) = front_matter(text, opts.max_front_matter_bytes)?;
-    let fields = Fields {
-        map: yaml
-            .map(|y| yaml_mapping(y, 2))
-            .transpose()?
-            .unwrap_or_default(),
-        src: yaml,
-        first_line: 2,
-    };
+    let own = yaml
+        .map(|y| {
+            Ok::<_, Error>(Fields {
+                map: yaml_mapping(y, 2)?,
+                src: Some(y),
+                first_line: 2,
+            })
+        })
+        .transpose()?;
     let defaults = Defaults {
-        // A Markdown file without front matter is read like text; with front matter,
-        // a missing id is a mistake worth reporting.
-        id: yaml.is_none().then(|| stem(path)),
-        title: first_heading(body).unwrap_or_else(|| stem(path)),
+        // A Markdown file without front matter (or sidecar) is read like text; with
+        // front matter, a missing id is a mistake worth reporting.
+        id: (yaml.is_none() && src.meta.is_none()).then(|| stem(src.path)),
+        title: first_heading(body).unwrap_or_else(|| stem(src.path)),
         kind: DocKind::Markdown,
-        source_uri: uri.to_string(),
-        digest: digest(raw, opts),
+        source_uri: src.uri.to_string(),
+        digest: src.digest("", opts),
     };
-    document(build(&fields, defaults, opts)?, body, opts)
+    document(src.build(own, defaults, opts)?, body, None, opts)
 }
 
-pub(crate) fn parse_text(
-    path: &Path,
-    text: &str,
-    raw: &[u8],
-    uri: &str,
-    opts: &IngestOptions,
-) -> Result<ParsedDocument> {
-    let fields = Fields {
-        map: Mapping::new(),
-        src: None,
-        first_line: 1,
-    };
+pub(crate) fn parse_text(src: &Source, text: &str, opts: &IngestOptions) -> Result<ParsedDocument> {
     let defaults = Defaults {
-        id: Some(stem(path)),
-        title: stem(path),
+        id: Some(stem(src.path)),
+        title: stem(src.path),
         kind: DocKind::Text,
-        source_uri: uri.to_string(),
-        digest: digest(raw, opts),
+        source_uri: src.uri.to_string(),
+        digest: src.digest("", opts),
     };
-    document(build(&fields, defaults, opts)?, text, opts)
+    document(src.build(None, defaults, opts)?, text, None, opts)
 }
 
 /// Reads visible text; headings become `#` lines so that the chunker sees sections.
 /// `<meta name="dossier-FIELD" content="...">` sets a front-matter field. Spans point
 /// into the extracted text, which is what chunks carry.
-pub(crate) fn parse_html(
-    path: &Path,
-    text: &str,
-    raw: &[u8],
-    uri: &str,
-    opts: &IngestOptions,
-) -> Result<ParsedDocument> {
+pub(crate) fn parse_html(src: &Source, text: &str, opts: &IngestOptions) -> Result<ParsedDocument> {
     let html = html::parse(text, opts)?;
     let sel = |s: &str| Selector::parse(s).expect("static selector");
     let mut map = Mapping::new();
@@ -306,19 +374,83 @@ pub(crate) fn parse_html(
         .map(html::visible_text)
         .unwrap_or_default();
     let body = text.trim_end().to_string() + "\n";
-    let fields = Fields {
+    let own = (!map.is_empty()).then_some(Fields {
         map,
         src: None,
         first_line: 1,
-    };
+    });
     let defaults = Defaults {
-        id: Some(stem(path)),
+        id: Some(stem(src.path)),
         title: title
             .or_else(|| first_heading(&body))
-            .unwrap_or_else(|| stem(path)),
+            .unwrap_or_else(|| stem(src.path)),
         kind: DocKind::Html,
-        source_uri: uri.to_string(),
-        digest: digest(raw, opts),
+        source_uri: src.uri.to_string(),
+        digest: src.digest("", opts),
     };
-    document(build(&fields, defaults, opts)?, &body, opts)
+    document(src.build(own, defaults, opts)?, &body, None, opts)
+}
+
+/// Version of the PDF, DOCX and sheet readers, part of their documents' digests: bump
+/// it when what they extract changes, so that unchanged files are read again.
+const EXTRACT_VERSION: &str = "extract-1";
+
+/// PDF, DOCX, and spreadsheets or CSV read as text. Metadata comes from the sidecar
+/// only. Returns what was noticed on the way (pages without a text layer).
+pub(crate) fn parse_binary(
+    src: &Source,
+    kind: crate::Kind,
+    opts: &IngestOptions,
+) -> Result<(ParsedDocument, Vec<String>)> {
+    use crate::Kind;
+    let mut notes = Vec::new();
+    let (body, title, layout, doc_kind) = match kind {
+        Kind::Pdf => {
+            let layout = crate::pdf::extract(src.raw, opts)?;
+            if !layout.empty_pages.is_empty() {
+                notes.push(format!(
+                    "pages without a text layer (scanned?), not indexed: {}",
+                    layout
+                        .empty_pages
+                        .iter()
+                        .map(u32::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            (layout.body.clone(), None, Some(layout), DocKind::Pdf)
+        }
+        Kind::Docx => {
+            let d = crate::docx::extract(src.raw, opts)?;
+            (d.body, d.title, None, DocKind::Docx)
+        }
+        Kind::Xlsx => {
+            let grids = crate::sheet::read_xlsx(src.raw, opts)?;
+            (crate::sheet::text(&grids), None, None, DocKind::Sheet)
+        }
+        Kind::Csv => {
+            let grid = crate::sheet::read_csv(&stem(src.path), src.raw, opts)?;
+            (crate::sheet::text(&[grid]), None, None, DocKind::Sheet)
+        }
+        _ => unreachable!("text kinds are read as text"),
+    };
+    if body.trim().is_empty() {
+        return Err(Error::Empty);
+    }
+    let defaults = Defaults {
+        id: Some(stem(src.path)),
+        title: title
+            .or_else(|| first_heading(&body))
+            .unwrap_or_else(|| stem(src.path)),
+        kind: doc_kind,
+        source_uri: src.uri.to_string(),
+        digest: src.digest(EXTRACT_VERSION, opts),
+    };
+    let doc = document(
+        src.build(None, defaults, opts)?,
+        &body,
+        layout.as_ref(),
+        opts,
+    )?;
+    Ok((doc, notes))
 }

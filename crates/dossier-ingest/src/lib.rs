@@ -19,10 +19,14 @@
 mod chunk;
 mod corpus;
 mod doc;
+mod docx;
 mod guard;
 mod html;
 pub mod keys;
+mod office;
+pub mod pdf;
 mod records;
+mod sheet;
 
 use std::fmt;
 use std::fs;
@@ -110,6 +114,9 @@ pub struct IngestOptions {
     /// Rows read from one record table; a table with more is reported and its further
     /// rows are not read.
     pub max_rows: usize,
+    /// Reading one PDF (poppler runs as a child process) may take this long; a file
+    /// that takes longer is refused and the process killed.
+    pub max_convert_time: Duration,
     /// Tenant of documents that name none.
     pub default_tenant: String,
 }
@@ -125,6 +132,7 @@ impl Default for IngestOptions {
             max_html_elements: 200_000,
             max_html_time: Duration::from_secs(10),
             max_rows: 500_000,
+            max_convert_time: Duration::from_secs(60),
             default_tenant: "default".into(),
         }
     }
@@ -204,8 +212,24 @@ enum Kind {
     Markdown,
     Text,
     Html,
+    Pdf,
+    Docx,
+    Xlsx,
+    Csv,
     Jsonl,
     Principals,
+}
+
+impl Kind {
+    /// Whether the kind is read as bytes, not as text.
+    fn binary(self) -> bool {
+        matches!(self, Kind::Pdf | Kind::Docx | Kind::Xlsx)
+    }
+
+    /// Whether a file of the kind may be a record table (with a schema beside it).
+    fn tabular(self) -> bool {
+        matches!(self, Kind::Xlsx | Kind::Csv)
+    }
 }
 
 fn kind_of(path: &Path) -> Option<Kind> {
@@ -218,6 +242,10 @@ fn kind_of(path: &Path) -> Option<Kind> {
         "md" | "markdown" => Kind::Markdown,
         "txt" => Kind::Text,
         "html" | "htm" => Kind::Html,
+        "pdf" => Kind::Pdf,
+        "docx" => Kind::Docx,
+        "xlsx" => Kind::Xlsx,
+        "csv" => Kind::Csv,
         "jsonl" => Kind::Jsonl,
         _ => return None,
     })
@@ -310,10 +338,39 @@ pub fn parse_file(path: &Path, opts: &IngestOptions) -> (Vec<Item>, Vec<Problem>
                 }
             }
         }
-        _ => read_bytes(path, size_limit(kind, opts))
-            .and_then(|b| parse_whole(path, kind, &b, &file_uri(path), opts)),
+        k if k.tabular() => {
+            if let Some(schema) = records::schema_path(path) {
+                let (table, problems) = records::parse_grid_file(path, &schema, opts);
+                return (table.map(Item::Records).into_iter().collect(), problems);
+            }
+            read_whole(path, kind, opts)
+        }
+        _ => read_whole(path, kind, opts),
     };
     one(path, result)
+}
+
+/// Reads a file and its metadata sidecar, if it has one, and parses both.
+fn read_whole(path: &Path, kind: Kind, opts: &IngestOptions) -> Result<(Item, Vec<String>)> {
+    let bytes = read_bytes(path, size_limit(kind, opts))?;
+    let meta = match (kind, sidecar_path(path)) {
+        (Kind::Principals, _) | (_, None) => None,
+        (_, Some(p)) => Some(read_bytes(
+            &p,
+            opts.max_yaml_bytes.min(opts.max_file_bytes),
+        )?),
+    };
+    parse_whole(path, kind, &bytes, meta.as_deref(), &file_uri(path), opts)
+}
+
+/// `FILE.meta.yaml` (or `.meta.yml`) beside `FILE`: the metadata a Markdown file would
+/// carry in front matter, for files that have no place for it.
+pub fn sidecar_path(path: &Path) -> Option<PathBuf> {
+    let name = path.file_name()?.to_str()?;
+    ["meta.yaml", "meta.yml"]
+        .iter()
+        .map(|ext| path.with_file_name(format!("{name}.{ext}")))
+        .find(|p| p.is_file())
 }
 
 /// Parses one file's content as [`parse_file`] would, by the kind its name gives, but
@@ -323,6 +380,17 @@ pub fn parse_file(path: &Path, opts: &IngestOptions) -> (Vec<Item>, Vec<Problem>
 pub fn parse_bytes(
     path: impl AsRef<Path>,
     bytes: &[u8],
+    opts: &IngestOptions,
+) -> (Vec<Item>, Vec<Problem>) {
+    parse_bytes_with_meta(path, bytes, None, opts)
+}
+
+/// [`parse_bytes`] with the content of a metadata sidecar (`FILE.meta.yaml`): YAML with
+/// the fields of Markdown front matter. A spreadsheet or CSV is read as text here.
+pub fn parse_bytes_with_meta(
+    path: impl AsRef<Path>,
+    bytes: &[u8],
+    meta: Option<&[u8]>,
     opts: &IngestOptions,
 ) -> (Vec<Item>, Vec<Problem>) {
     let path = path.as_ref();
@@ -336,7 +404,11 @@ pub fn parse_bytes(
     }
     let uri = format!("file://{}", path.display());
     let result = check_size(bytes.len() as u64, size_limit(kind, opts))
-        .and_then(|()| parse_whole(path, kind, bytes, &uri, opts));
+        .and_then(|()| match meta {
+            Some(m) => check_size(m.len() as u64, opts.max_yaml_bytes),
+            None => Ok(()),
+        })
+        .and_then(|()| parse_whole(path, kind, bytes, meta, &uri, opts));
     one(path, result)
 }
 
@@ -359,9 +431,17 @@ fn unsupported(path: &Path) -> (Vec<Item>, Vec<Problem>) {
     )
 }
 
-fn one(path: &Path, r: Result<Item>) -> (Vec<Item>, Vec<Problem>) {
+/// A file's item and what was noticed reading it (pages without text, say), or why it
+/// could not be read.
+fn one(path: &Path, r: Result<(Item, Vec<String>)>) -> (Vec<Item>, Vec<Problem>) {
     match r {
-        Ok(item) => (vec![item], vec![]),
+        Ok((item, notes)) => (
+            vec![item],
+            notes
+                .into_iter()
+                .map(|n| Problem::new(path, None, n))
+                .collect(),
+        ),
         Err(e) => (vec![], vec![Problem::from_error(path, &e)]),
     }
 }
@@ -373,22 +453,34 @@ fn size_limit(kind: Kind, opts: &IngestOptions) -> u64 {
     }
 }
 
-/// Everything read whole: documents and principals.
+/// Everything read whole: documents and principals. `meta` is the sidecar's content.
 fn parse_whole(
     path: &Path,
     kind: Kind,
     bytes: &[u8],
+    meta: Option<&[u8]>,
     uri: &str,
     opts: &IngestOptions,
-) -> Result<Item> {
+) -> Result<(Item, Vec<String>)> {
+    let meta = meta.map(guard::text).transpose()?;
+    let src = doc::Source {
+        path,
+        raw: bytes,
+        meta,
+        uri,
+    };
+    if kind.binary() || kind == Kind::Csv {
+        return doc::parse_binary(&src, kind, opts).map(|(d, notes)| (Item::Document(d), notes));
+    }
     let text = guard::text(bytes)?;
-    Ok(match kind {
+    let item = match kind {
         Kind::Principals => records::parse_principals(path, text)?,
-        Kind::Markdown => Item::Document(doc::parse_markdown(path, text, bytes, uri, opts)?),
-        Kind::Html => Item::Document(doc::parse_html(path, text, bytes, uri, opts)?),
-        Kind::Text => Item::Document(doc::parse_text(path, text, bytes, uri, opts)?),
-        Kind::Jsonl => unreachable!("JSONL is read line by line"),
-    })
+        Kind::Markdown => Item::Document(doc::parse_markdown(&src, text, opts)?),
+        Kind::Html => Item::Document(doc::parse_html(&src, text, opts)?),
+        Kind::Text => Item::Document(doc::parse_text(&src, text, opts)?),
+        _ => unreachable!("JSONL is read line by line; binary kinds above"),
+    };
+    Ok((item, vec![]))
 }
 
 fn file_uri(path: &Path) -> String {
@@ -514,9 +606,14 @@ pub(crate) fn digest(source: &[u8], opts: &IngestOptions) -> String {
 pub(crate) fn document(
     meta: DocumentVersion,
     body: &str,
+    pages: Option<&pdf::Layout>,
     opts: &IngestOptions,
 ) -> Result<ParsedDocument> {
-    let chunks: Vec<Chunk> = chunk_text(body, opts.max_chunk_chars)
+    let mut spans = chunk_text(body, opts.max_chunk_chars);
+    if let Some(layout) = pages {
+        spans = on_pages(spans, body, layout);
+    }
+    let chunks: Vec<Chunk> = spans
         .into_iter()
         .enumerate()
         .map(|(i, s)| Chunk {
@@ -539,4 +636,39 @@ pub(crate) fn document(
         return Err(Error::Empty);
     }
     Ok(ParsedDocument { meta, chunks })
+}
+
+/// Cuts every span that runs over a page break at the break, and puts its page first
+/// in its section path (`p. 2 › Clause 2 …`), so that a citation names one page.
+fn on_pages(spans: Vec<Span>, body: &str, layout: &pdf::Layout) -> Vec<Span> {
+    let mut out = Vec::with_capacity(spans.len());
+    for s in spans {
+        let mut start = s.start;
+        let breaks = layout
+            .pages
+            .iter()
+            .map(|(_, at)| *at)
+            .filter(|at| *at > s.start && *at < s.end);
+        for at in breaks.chain([s.end]) {
+            let (a, b) = (start, at);
+            start = at;
+            // Keep the cut's text trimmed, as the chunker does, and drop empty pieces.
+            let piece = &body[a..b];
+            let lead = piece.len() - piece.trim_start().len();
+            let trail = piece.len() - piece.trim_end().len();
+            if lead + trail >= piece.len() {
+                continue;
+            }
+            let (a, b) = (a + lead, b - trail);
+            let page = layout.page_at(a).unwrap_or(1);
+            let mut section = vec![format!("{}{page}", dossier_core::doc::PAGE_PREFIX)];
+            section.extend(s.section.iter().cloned());
+            out.push(Span {
+                section,
+                start: a,
+                end: b,
+            });
+        }
+    }
+    out
 }

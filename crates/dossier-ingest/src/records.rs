@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::guard::{self, Problems};
+use crate::sheet;
 use crate::{
     check_size, each_line, from_yaml, json_error, read_bytes, Error, IngestOptions, Item, Problem,
     RecordTable, Result,
@@ -34,14 +35,14 @@ const FIELD_TYPES: &[&str] = &[
     "list",
 ];
 
-/// The schema beside a `TABLE.jsonl`, if there is one (which makes it a table, not a
-/// corpus).
-pub(crate) fn schema_path(jsonl: &Path) -> Option<PathBuf> {
-    let name = jsonl.file_name()?.to_str()?;
-    let stem = &name[..name.len().checked_sub(".jsonl".len())?];
+/// The schema beside a `TABLE.jsonl` (or `TABLE.csv`, `TABLE.xlsx`), if there is one,
+/// which makes the file a table, not a corpus or a document.
+pub(crate) fn schema_path(table: &Path) -> Option<PathBuf> {
+    let name = table.file_name()?.to_str()?;
+    let stem = name.rsplit_once('.')?.0;
     ["schema.yaml", "schema.yml"]
         .iter()
-        .map(|ext| jsonl.with_file_name(format!("{stem}.{ext}")))
+        .map(|ext| table.with_file_name(format!("{stem}.{ext}")))
         .find(|p| p.is_file())
 }
 
@@ -227,6 +228,71 @@ fn row(schema: &RecordSchema, line: &str) -> Result<RecordRow> {
     let Value::Object(fields) = serde_json::from_str(line).map_err(json_error)? else {
         return Err(Error::invalid(None, "a row must be a JSON object"));
     };
+    row_of(schema, fields)
+}
+
+/// Reads a table kept as a spreadsheet or CSV file (its first sheet, or the sheet named
+/// like the table): the first row names the fields, each further row is a record.
+pub(crate) fn parse_grid_file(
+    path: &Path,
+    schema_path: &Path,
+    opts: &IngestOptions,
+) -> (Option<RecordTable>, Vec<Problem>) {
+    let schema = match read_bytes(schema_path, yaml_limit(opts))
+        .and_then(|b| guard::text(&b).and_then(parse_schema))
+    {
+        Ok(s) => s,
+        Err(e) => return (None, vec![Problem::from_error(schema_path, &e)]),
+    };
+    let is_csv = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
+    let grid = read_bytes(path, opts.max_file_bytes).and_then(|bytes| {
+        if is_csv {
+            return sheet::read_csv(&schema.table, &bytes, opts);
+        }
+        let mut sheets = sheet::read_xlsx(&bytes, opts)?;
+        let at = sheets
+            .iter()
+            .position(|g| g.name == schema.table)
+            .unwrap_or(0);
+        if sheets.is_empty() {
+            return Err(Error::invalid(None, "the workbook has no sheets"));
+        }
+        Ok(sheets.swap_remove(at))
+    });
+    let grid = match grid {
+        Ok(g) => g,
+        Err(e) => return (None, vec![Problem::from_error(path, &e)]),
+    };
+    let mut problems = Problems::new(path);
+    let mut rows = Vec::new();
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for (n, fields) in sheet::objects(&grid, &schema.date_fields) {
+        match row_of(&schema, fields) {
+            Ok(r) => match seen.get(&r.key) {
+                Some(first) => problems.push(
+                    Some(n),
+                    format!("duplicate key {:?} (first on row {first})", r.key),
+                ),
+                None => {
+                    seen.insert(r.key.clone(), n);
+                    rows.push(r);
+                }
+            },
+            Err(e) => problems.push(Some(n), e.to_string()),
+        }
+    }
+    let table = RecordTable {
+        schema,
+        rows,
+        path: path.to_path_buf(),
+    };
+    (Some(table), problems.finish())
+}
+
+/// A record from its fields, checked against the schema.
+fn row_of(schema: &RecordSchema, fields: serde_json::Map<String, Value>) -> Result<RecordRow> {
     let key = match fields.get(&schema.key) {
         Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
         Some(Value::Number(n)) => n.to_string(),
