@@ -67,10 +67,22 @@ pub fn run(args: &SetupArgs, json: bool) -> Result<ExitCode> {
             .context("no data directory: set XDG_DATA_HOME or HOME, or pass --data-dir")?,
     };
     let (path, copied) = install_model(&from, &data_dir, &E5Trust::from_env()?)?;
+    // PDF ingest runs poppler's pdftohtml; everything else is in the binary.
+    let pdf_reader = std::env::var("DOSSIER_PDFTOHTML")
+        .unwrap_or_else(|_| dossier_ingest::pdf::PDFTOHTML.into());
+    let pdf_ok = std::process::Command::new(&pdf_reader)
+        .arg("-v")
+        .output()
+        .is_ok();
+    if !pdf_ok && !json {
+        eprintln!(
+            "note: PDF files need poppler's `{pdf_reader}`, not found: install poppler-utils (apt-get install poppler-utils); other formats need nothing more"
+        );
+    }
     if json {
         println!(
             "{}",
-            serde_json::json!({"model": path, "from": from, "installed": copied})
+            serde_json::json!({"model": path, "from": from, "installed": copied, "pdf_reader": pdf_ok})
         );
     } else if copied {
         println!(

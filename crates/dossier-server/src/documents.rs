@@ -66,9 +66,11 @@ pub fn router() -> Router<AppState> {
         .layer(DefaultBodyLimit::max(MAX_UPLOAD_BYTES))
 }
 
-/// Files to ingest: Markdown with front matter, text, HTML, corpus JSONL, record tables
-/// (a `.jsonl` with its `.schema.yaml`), principals (`principals.yaml`) — as the CLI
-/// reads them from disk.
+/// Files to ingest: Markdown with front matter, text, HTML, PDF, DOCX, XLSX and CSV,
+/// corpus JSONL, record tables (a `.jsonl`, `.csv` or `.xlsx` with its `.schema.yaml`),
+/// principals (`principals.yaml`) — as the CLI reads them from disk. Binary files come
+/// as base64; metadata for a file without front matter comes in `meta` (or as its
+/// `NAME.meta.yaml` sidecar among the files).
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UploadBody {
@@ -80,8 +82,44 @@ pub struct UploadBody {
 pub struct UploadFile {
     /// A file name (no directories); its extension says how it is read.
     pub name: String,
-    /// The file's text (UTF-8).
+    /// The file's text, or with `encoding: base64` its bytes (PDF, DOCX, XLSX).
     pub content: String,
+    /// How `content` is written: `utf-8` (the default) or `base64`.
+    #[serde(default)]
+    pub encoding: ContentEncoding,
+    /// The file's metadata, as Markdown front matter would give it (`id`, `version`,
+    /// `title`, `acl`, `kb`, `effective_from`, `supersedes`, …): for PDF, DOCX and the
+    /// other files that have no place for it. Kept as the file's `.meta.yaml` sidecar.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub meta: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// How an uploaded file's content is written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub enum ContentEncoding {
+    #[default]
+    #[serde(rename = "utf-8")]
+    Utf8,
+    #[serde(rename = "base64")]
+    Base64,
+}
+
+/// A sidecar's name: metadata for the file named before it.
+fn is_sidecar(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    n.ends_with(".meta.yaml") || n.ends_with(".meta.yml")
+}
+
+/// A file's bytes as uploaded.
+fn content_bytes(f: &UploadFile) -> Result<Vec<u8>, Failure> {
+    use base64::Engine as _;
+    match f.encoding {
+        ContentEncoding::Utf8 => Ok(f.content.as_bytes().to_vec()),
+        ContentEncoding::Base64 => base64::engine::general_purpose::STANDARD
+            .decode(f.content.trim())
+            .map_err(|e| Failure::Invalid(format!("{}: content is not base64: {e}", f.name))),
+    }
 }
 
 /// What a delete removed (`DOC@VERSION` each).
@@ -204,21 +242,44 @@ fn write_upload(dir: &FsPath, files: &[UploadFile]) -> Result<Vec<PathBuf>, Fail
         )));
     }
     let mut names = std::collections::HashSet::new();
-    let mut out = Vec::new();
+    let mut out: Vec<(String, Vec<u8>)> = Vec::new();
     for f in files {
         let name = safe_name(&f.name)?;
-        if !names.insert(name.clone()) {
-            return Err(Failure::Invalid(format!("file {name} appears twice")));
+        out.push((name.clone(), content_bytes(f)?));
+        if let Some(meta) = &f.meta {
+            // JSON is YAML: the sidecar is the object as given.
+            let text = serde_json::to_string_pretty(meta).unwrap_or_default();
+            out.push((format!("{name}.meta.yaml"), text.into_bytes()));
         }
-        out.push((dir.join(&name), f));
+    }
+    for (name, _) in &out {
+        if !names.insert(name.to_ascii_lowercase()) {
+            return Err(Failure::Invalid(format!(
+                "file {name} appears twice (a `meta` field is its .meta.yaml sidecar)"
+            )));
+        }
+    }
+    for (name, _) in out.iter().filter(|(n, _)| is_sidecar(n)) {
+        let described = &name[..name.len() - name.rsplit('.').next().map_or(0, |e| e.len() + 6)];
+        if !names.contains(&described.to_ascii_lowercase()) {
+            return Err(Failure::Invalid(format!(
+                "{name} describes {described}, which is not in this upload"
+            )));
+        }
     }
     std::fs::create_dir_all(dir)
         .map_err(|e| Failure::Internal(format!("{}: {e}", dir.display())))?;
-    for (path, f) in &out {
-        std::fs::write(path, f.content.as_bytes())
+    let mut paths = Vec::new();
+    for (name, bytes) in &out {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes)
             .map_err(|e| Failure::Internal(format!("{}: {e}", path.display())))?;
+        // A sidecar is read beside its file, not as a file of its own.
+        if !is_sidecar(name) {
+            paths.push(path);
+        }
     }
-    Ok(out.into_iter().map(|(p, _)| p).collect())
+    Ok(paths)
 }
 
 /// Problems name files as the caller named them, not by the server's paths.

@@ -804,3 +804,96 @@ async fn review_shows_an_admin_only_candidates_built_from_text_they_may_read() {
     assert_eq!(approve.status, 404, "{}", approve.body);
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pdf_uploads_as_base64_with_its_metadata_and_its_sections_name_the_page() {
+    use base64::Engine as _;
+    let (_store, s) = start().await;
+    let pdf = dossier_ingest::pdf::simple_pdf(&[
+        vec![
+            (22, "Courier Policy"),
+            (11, "Parcels are collected on weekdays."),
+        ],
+        vec![
+            (16, "Clause 2 Lost parcels"),
+            (
+                11,
+                "A lost quokka parcel is refunded after ten working days.",
+            ),
+        ],
+    ]);
+    let b64 = base64::engine::general_purpose::STANDARD.encode(&pdf);
+    let file = |meta: Value| json!({"files": [{"name": "courier.pdf", "content": b64, "encoding": "base64", "meta": meta}]});
+    let meta =
+        json!({"id": "courier-policy", "version": "2", "tenant": "shop", "acl": ["support"]});
+    let r = s
+        .post("/v1/documents", "key-zhang", file(meta.clone()))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["documents_added"], 1, "{}", r.body);
+
+    // zhang is in support; u7 is not, so the acl from the metadata hides it from u7.
+    let (docs, body) = s
+        .search_docs("key-zhang", "lost quokka parcel refunded")
+        .await;
+    assert_eq!(
+        docs.first().map(String::as_str),
+        Some("courier-policy@2"),
+        "{body}"
+    );
+    let hit = &body["hits"][0];
+    assert_eq!(hit["section"], "p. 2 › Clause 2 Lost parcels", "{hit}");
+    let (docs, _) = s.search_docs("key-u7", "lost quokka parcel refunded").await;
+    assert!(
+        !docs.iter().any(|d| d.starts_with("courier-policy")),
+        "{docs:?}"
+    );
+
+    let chunk = hit["chunk_id"]
+        .as_str()
+        .unwrap()
+        .replace('@', "%40")
+        .replace('#', "%23");
+    let r = s.get(&format!("/v1/sections/{chunk}"), "key-zhang").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["page"], 2, "{}", r.body);
+    assert_eq!(r.body["section_path"][0], "p. 2", "{}", r.body);
+
+    // Bad base64, a sidecar without its file, a meta beside an uploaded sidecar: 400,
+    // and nothing lands.
+    let bad = json!({"files": [{"name": "x.pdf", "content": "%%%", "encoding": "base64"}]});
+    let r = s.post("/v1/documents", "key-zhang", bad).await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body["message"].as_str().unwrap().contains("not base64"),
+        "{}",
+        r.body
+    );
+    let orphan = json!({"files": [{"name": "y.pdf.meta.yaml", "content": "id: y"}]});
+    let r = s.post("/v1/documents", "key-zhang", orphan).await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    let twice = json!({"files": [
+        {"name": "courier.pdf", "content": b64, "encoding": "base64", "meta": meta},
+        {"name": "courier.pdf.meta.yaml", "content": "id: other"}]});
+    let r = s.post("/v1/documents", "key-zhang", twice).await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    // A scan (no text layer) is refused by name, with the reason.
+    let scan = base64::engine::general_purpose::STANDARD
+        .encode(dossier_ingest::pdf::simple_pdf(&[vec![]]));
+    let r = s
+        .post(
+            "/v1/documents",
+            "key-zhang",
+            json!({"files": [{"name": "scan.pdf", "content": scan, "encoding": "base64"}]}),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("scan.pdf: no text layer"),
+        "{}",
+        r.body
+    );
+}

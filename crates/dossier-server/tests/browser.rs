@@ -847,3 +847,58 @@ fn the_ui_files_are_served_without_a_key_under_a_strict_policy() {
         .unwrap();
     assert_eq!(ask.status(), 401);
 }
+
+/// A PDF's citation opens its section on the cited page, with a link that opens the
+/// source at that page.
+#[test]
+fn a_pdf_citation_opens_the_cited_page() {
+    let (dir, engine) = fresh_engine();
+    let files = dir.path().join("pdf");
+    std::fs::create_dir_all(&files).unwrap();
+    std::fs::write(
+        files.join("courier.pdf"),
+        dossier_ingest::pdf::simple_pdf(&[
+            vec![
+                (22, "Courier Policy"),
+                (11, "Parcels are collected on weekdays."),
+            ],
+            vec![
+                (16, "Clause 2 Lost parcels"),
+                (
+                    11,
+                    "A lost quokka parcel is refunded after ten working days.",
+                ),
+            ],
+        ]),
+    )
+    .unwrap();
+    std::fs::write(
+        files.join("courier.pdf.meta.yaml"),
+        "id: courier-policy\nversion: '2'\ntenant: shop\nsource_uri: https://intranet.example/courier.pdf\n",
+    )
+    .unwrap();
+    let r = engine.ingest(&[files], &mut ()).unwrap();
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    let server = Server::start(engine);
+    let mut b = Browser::start("pdf");
+    b.open_ui(&server);
+    b.sign_in("key-u7");
+    b.ask("Is a lost quokka parcel refunded?", "2026-11-30");
+    let chunks = b.attrs("#answer button.mark", "data-chunk-id");
+    let mark = b.attrs("#answer button.mark", "data-mark");
+    let at = chunks
+        .iter()
+        .position(|c| c.starts_with("courier-policy@2#"))
+        .unwrap_or_else(|| panic!("no PDF citation: {chunks:?} {:?}", b.text("#answer")));
+    b.click(&format!("#answer button.mark[data-mark='{}']", mark[at]));
+    b.wait_until("the cited page", |b| {
+        (b.is_shown("#section") && b.is_shown("#section-page")).then_some(())
+    });
+    assert_eq!(b.text("#section-page").unwrap(), "page 2");
+    assert!(b.text("#section-path").unwrap().starts_with("p. 2 › "));
+    assert_eq!(
+        b.attrs("#section-open", "href"),
+        ["https://intranet.example/courier.pdf#page=2"]
+    );
+    b.screenshot("pdf-page");
+}

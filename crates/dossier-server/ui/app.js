@@ -41,6 +41,8 @@
       section_hint:
         'Click a source mark such as [1] to open the cited section of the exact version.',
       section_unavailable: 'This section is not available to you.',
+      page: 'page {n}',
+      open_page: 'Open at this page',
       source: 'Source',
       conflicts: 'Conflicts',
       no_conflicts: 'No conflicting versions.',
@@ -122,6 +124,8 @@
       cited_section: '引用的章节',
       section_hint: '点击 [1] 这样的来源标记，打开所引用版本的对应章节。',
       section_unavailable: '你无权查看此章节。',
+      page: '第 {n} 页',
+      open_page: '打开此页',
       source: '出处',
       conflicts: '冲突',
       no_conflicts: '没有相互冲突的版本。',
@@ -699,6 +703,16 @@
     $('section-title').textContent = d.title || '';
     $('section-path').textContent = (d.section_path && d.section_path.length ? d.section_path.join(' › ') : d.section) || '';
     $('section-uri').textContent = d.source_uri || '';
+    // A PDF's section is on one page: name it, and open the source there when the
+    // source is a web address (`#page=N` is the PDF viewers' fragment).
+    const page = $('section-page');
+    const open = $('section-open');
+    show(page, !!d.page);
+    page.textContent = d.page ? t('page', { n: d.page }) : '';
+    const web = d.page && /^https?:\/\//i.test(d.source_uri || '');
+    show(open, web);
+    if (web) open.href = d.source_uri.replace(/#.*$/, '') + '#page=' + d.page;
+    else open.removeAttribute('href');
     const chunks = $('section-chunks');
     clear(chunks);
     for (const c of d.chunks || []) {
