@@ -429,6 +429,18 @@ impl<'a> Agent<'a> {
         if req.question.trim().is_empty() {
             return Err(Error::Invalid("empty question".into()));
         }
+        // The loop's span and its stages' (route, plan, tool, write, verify): names,
+        // statuses as the caller sees them, counts and timings; never the question or
+        // retrieved text, which can be another reader's.
+        let ask_span = tracing::info_span!(
+            "ask",
+            route.class = tracing::field::Empty,
+            planner = tracing::field::Empty,
+            steps = tracing::field::Empty,
+            status = tracing::field::Empty,
+            citations = tracing::field::Empty,
+        );
+        let _ask = ask_span.enter();
         let scope = self
             .engine
             .scope(&req.principal, req.as_of.unwrap_or(req.now))?;
@@ -517,6 +529,13 @@ impl<'a> Agent<'a> {
                 }
                 v
             });
+        let route_span = tracing::info_span!(
+            "route",
+            class = tracing::field::Empty,
+            records = refs.len(),
+            entities = named.len()
+        )
+        .entered();
         state.route = router::route(
             &state.question,
             &refs
@@ -526,6 +545,10 @@ impl<'a> Agent<'a> {
             &named,
             req.mode == Some(Mode::Global),
         );
+        let class = wire_name(&state.route.class);
+        route_span.record("class", class.as_str());
+        ask_span.record("route.class", class.as_str());
+        drop(route_span);
         if state.route.class == RouteClass::Global {
             state.mode = Some(Mode::Global);
         }
@@ -558,7 +581,9 @@ impl<'a> Agent<'a> {
         } else {
             6
         };
-        for _round in 0..rounds {
+        ask_span.record("planner", planner_name);
+        for round in 0..rounds {
+            let _plan = tracing::info_span!("plan", round, planner = planner_name).entered();
             let before = (state.evidence.len(), state.records.len());
             let mut proposals = Vec::new();
             if let Some(mp) = model_planner.as_mut() {
@@ -645,6 +670,17 @@ impl<'a> Agent<'a> {
                 .collect::<Vec<_>>()
                 .join("\n")
         );
+        let write_span = tracing::info_span!(
+            "write",
+            writer = tracing::field::Empty,
+            evidence = state.evidence.len(),
+            context_chars = state
+                .evidence
+                .iter()
+                .map(|e| e.text.chars().count())
+                .sum::<usize>(),
+        )
+        .entered();
         let mut draft = answer::extractive(self.engine, &state);
         let mut writer_used = "extractive".to_string();
         let mut claims: Vec<ClaimCheck> = Vec::new();
@@ -724,13 +760,26 @@ impl<'a> Agent<'a> {
         budget.finish();
         state.metrics.budget_overruns = budget.overruns;
         state.metrics.repeated_queries = repeated_queries(&state.steps);
+        write_span.record("writer", writer_used.as_str());
+        drop(write_span);
+        let verify_span = tracing::info_span!(
+            "verify",
+            citations = draft.citations.len(),
+            dropped = tracing::field::Empty
+        )
+        .entered();
         let verifier = verify::verify_citations(&state, &draft.citations);
+        verify_span.record("dropped", verifier.dropped.len());
+        drop(verify_span);
         let citations: Vec<Citation> = draft
             .citations
             .into_iter()
             .filter(|c| !verifier.dropped.contains(&c.mark))
             .collect();
         let status = planner::status(&state, &draft.gaps);
+        ask_span.record("status", wire_name(&status).as_str());
+        ask_span.record("steps", state.steps.len());
+        ask_span.record("citations", citations.len());
         let mut notes = verifier.notes;
         notes.extend(draft.notes);
         audit.append(&mut state.audit);
@@ -867,13 +916,25 @@ impl<'a> Agent<'a> {
                     .push(format!("budget stopped {}: {:?}", call.name(), call.args()));
                 return ToolStatus::Error;
             }
+            let span = tracing::info_span!(
+                "tool",
+                tool = call.name(),
+                attempt,
+                proposed_by = by,
+                status = tracing::field::Empty,
+                elapsed_ms = tracing::field::Empty,
+                evidence = tracing::field::Empty,
+            );
+            let _in = span.enter();
             let t = Instant::now();
             let out = self.tools.run(&state.scope, &call, state.steps.len());
             let elapsed = t.elapsed().as_millis() as u64;
             state.metrics.tool_ms += elapsed;
             // The caller sees "no hit" where the tool knows "forbidden"; the audit keeps
-            // the tool's own word.
+            // the tool's own word. So does the span: operators read the audit for more.
             let status = out.status.as_caller_sees();
+            span.record("status", wire_name(&status).as_str());
+            span.record("elapsed_ms", elapsed);
             if out.status != status || out.audit.as_deref().is_some_and(|a| !a.is_empty()) {
                 state.audit.push(AuditEntry {
                     step: state.steps.len(),
@@ -883,6 +944,7 @@ impl<'a> Agent<'a> {
                 });
             }
             let ids = planner::absorb(state, budget, &call, sq, by, out.clone());
+            span.record("evidence", ids.len());
             state.steps.push(Step {
                 action: call.name().into(),
                 args: call.args(),
@@ -985,5 +1047,13 @@ impl<'a> Agent<'a> {
                 claims: vec![],
             },
         }
+    }
+}
+
+/// A status as the JSON answer spells it (`no_hit`, `insufficient_evidence`), for spans.
+fn wire_name(v: &impl Serialize) -> String {
+    match serde_json::to_value(v) {
+        Ok(Value::String(s)) => s,
+        _ => String::new(),
     }
 }

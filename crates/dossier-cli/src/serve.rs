@@ -20,6 +20,11 @@ pub struct ServeArgs {
     /// file changes or on SIGHUP.
     #[arg(long, env = "DOSSIER_KEYS")]
     keys: PathBuf,
+    /// Export spans (request, ask, route, plan, tool, search, rank, write, verify) to
+    /// this OpenTelemetry collector over OTLP/HTTP JSON, e.g. `http://127.0.0.1:4318`.
+    /// Off when unset.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    otlp_endpoint: Option<String>,
     /// Sustained requests per second each tenant may send.
     #[arg(long, default_value_t = 50.0)]
     rate: f64,
@@ -84,6 +89,10 @@ pub struct ServeArgs {
 }
 
 pub fn run(engine: Engine, args: &ServeArgs) -> Result<ExitCode> {
+    if let Some(endpoint) = args.otlp_endpoint.as_deref().filter(|e| !e.is_empty()) {
+        dossier_server::telemetry::install(endpoint).map_err(anyhow::Error::msg)?;
+        eprintln!("dossier-server: exporting spans to {endpoint} (OTLP/HTTP JSON)");
+    }
     if args.rate.is_nan() || args.rate <= 0.0 || args.burst == 0 || args.concurrency == 0 {
         anyhow::bail!("--rate, --burst and --concurrency must be above zero");
     }

@@ -670,6 +670,8 @@ impl Engine {
         let (state, view) = self.scoped_graph(scope)?;
         crate::search::cancelled(cancel)?;
         let seeds = query_entities(&view, query);
+        // Counts only: entity names can be another reader's text.
+        tracing::Span::current().record("graph.seed_entities", seeds.len());
         let depth = (k * 4).max(40);
         let hybrid = self.rank_until(scope, query, Mode::Hybrid, depth, cancel)?;
         crate::search::cancelled(cancel)?;

@@ -238,10 +238,24 @@ impl Engine {
         if query.trim().is_empty() {
             return Err(Error::Invalid("empty query".into()));
         }
+        // The stage's span: mode, sizes and counts; never the query or any text.
+        let span = tracing::info_span!(
+            "search",
+            mode = ?mode,
+            k,
+            hits = tracing::field::Empty,
+            graph.seed_entities = tracing::field::Empty,
+            graph.nodes_expanded = tracing::field::Empty,
+            graph.edges_expanded = tracing::field::Empty,
+        );
+        let _in = span.enter();
         if mode.is_graph() {
             let g = self.graph_rank(scope, query, mode, k, cancel)?;
             cancelled(cancel)?;
+            span.record("graph.nodes_expanded", g.subgraph.nodes.len());
+            span.record("graph.edges_expanded", g.subgraph.edges.len());
             let mut resp = self.hydrate(scope, &g.ranked, k + g.expansions)?;
+            span.record("hits", resp.hits.len());
             resp.subgraph = Some(g.subgraph);
             if matches!(mode, Mode::Global | Mode::Drift) {
                 resp.reports = Some(g.reports);
@@ -254,7 +268,9 @@ impl Engine {
         let admit = snap.view.admit(scope);
         let ranked = self.rank_in(&snap, scope, cancel, query, mode, k, &admit)?;
         cancelled(cancel)?;
-        self.hydrate_in(&snap.view, scope, &ranked, k)
+        let resp = self.hydrate_in(&snap.view, scope, &ranked, k)?;
+        span.record("hits", resp.hits.len());
+        Ok(resp)
     }
 
     /// Ranked chunk sequence numbers, already filtered by the scope.
@@ -296,13 +312,29 @@ impl Engine {
         k: usize,
         admit: &Admit,
     ) -> Result<Vec<Scored>> {
+        let span = tracing::info_span!(
+            "rank",
+            mode = ?mode,
+            bm25_candidates = tracing::field::Empty,
+            vector_candidates = tracing::field::Empty,
+            fused = tracing::field::Empty,
+        );
+        let _in = span.enter();
         let generation = &snap.active;
-        let lexical = |n| generation.bm25.search(query, n, admit);
+        let lexical = |n| {
+            let l = generation.bm25.search(query, n, admit);
+            if let Ok(l) = &l {
+                span.record("bm25_candidates", l.len());
+            }
+            l
+        };
         let dense = |n| -> Result<Vec<Scored>> {
             let q = self.query_vector(scope, query, cancel)?;
-            Ok(self.store.search_vectors(snap, &q, n, admit)?)
+            let d = self.store.search_vectors(snap, &q, n, admit)?;
+            span.record("vector_candidates", d.len());
+            Ok(d)
         };
-        Ok(match mode {
+        let ranked = match mode {
             Mode::Bm25 => lexical(k)?,
             Mode::Vector => dense(k)?,
             Mode::Local | Mode::Graph | Mode::Global | Mode::Drift => {
@@ -321,7 +353,9 @@ impl Engine {
                     }
                 }
             }
-        })
+        };
+        span.record("fused", ranked.len());
+        Ok(ranked)
     }
 
     /// The embedding of `query` for `scope`'s principal: from the query-vector cache

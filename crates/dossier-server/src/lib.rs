@@ -38,6 +38,7 @@ mod recent;
 mod request_id;
 mod review;
 mod routes;
+pub mod telemetry;
 mod traces;
 mod ui;
 

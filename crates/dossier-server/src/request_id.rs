@@ -51,17 +51,30 @@ pub async fn assign(mut req: Request, next: Next) -> Response {
     let started = std::time::Instant::now();
     let method = req.method().clone();
     let path = req.uri().path().to_string();
-    let mut resp = next.run(req).await;
+    // The request's span: every stage below nests in it. The path only, as in the
+    // access log: never the query string or the body.
+    let span = tracing::info_span!(
+        "request",
+        http.request.method = %method,
+        url.path = %path,
+        request_id = %id.0,
+        http.response.status_code = tracing::field::Empty,
+    );
+    let mut resp = tracing::Instrument::instrument(next.run(req), span.clone()).await;
     if let Ok(v) = HeaderValue::from_str(&id.0) {
         resp.headers_mut().insert(HEADER, v);
     }
+    let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+    span.record("http.response.status_code", resp.status().as_u16());
+    // The access log line, as an event of the request's span.
+    tracing::info!(parent: &span, status = resp.status().as_u16(), elapsed_ms, "access");
     if ACCESS_LOG.load(Ordering::Relaxed) {
         eprintln!(
             "{} request_id={} {method} {path} {} {:.1}ms",
             chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ"),
             id.0,
             resp.status().as_u16(),
-            started.elapsed().as_secs_f64() * 1e3
+            elapsed_ms
         );
     }
     resp

@@ -131,7 +131,10 @@ where
     T: Send + 'static,
     F: FnOnce() -> Result<T, Failure> + Send + 'static,
 {
-    match tokio::task::spawn_blocking(f).await {
+    // The request's span goes with the work, so that the engine's and the agent's
+    // spans nest under it on the blocking pool.
+    let span = tracing::Span::current();
+    match tokio::task::spawn_blocking(move || span.in_scope(f)).await {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(failure)) => Err(ApiError::new(rid, failure)),
         Err(join) => Err(ApiError::new(rid, Failure::Internal(join.to_string()))),
