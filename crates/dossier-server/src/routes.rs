@@ -515,7 +515,8 @@ pub(crate) async fn run_ask(
                 trace: value["trace"].clone(),
                 principal: caller.principal.clone(),
             });
-            state.traces.record((*trace).clone());
+            // One record, shared by the memory log and the audit entry.
+            state.traces.record(trace.clone());
             Outcome::Ask {
                 value: value.clone(),
                 reasons: reasons.clone(),

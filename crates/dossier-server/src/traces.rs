@@ -60,14 +60,15 @@ impl TraceLog {
         }
     }
 
-    pub fn record(&self, rec: TraceRecord) {
+    pub fn record(&self, rec: impl Into<Arc<TraceRecord>>) {
         if self.capacity == 0 {
             return;
         }
+        let rec = rec.into();
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let (map, order) = &mut *g;
         let id = rec.request_id.clone();
-        if map.insert(id.clone(), Arc::new(rec)).is_none() {
+        if map.insert(id.clone(), rec).is_none() {
             order.push_back(id);
         }
         while order.len() > self.capacity {
