@@ -1,6 +1,7 @@
 //! `dossier`: the command line. Glue only: parsing, printing, exit codes.
 
 mod ask;
+mod audit;
 mod bench;
 mod bench_ask;
 mod bench_embed;
@@ -135,6 +136,10 @@ enum Command {
     },
     /// What the store holds.
     Status,
+    /// The audit log (operators): every search and ask the server answered, with the
+    /// unfiltered reasons callers were not told; `dossier audit prune` deletes entries
+    /// past the retention.
+    Audit(audit::AuditArgs),
     /// Copy the whole store (--store) to a new store at --to: a directory or a
     /// postgres:// database, either way round; then compare both sides kind by kind
     /// (counts and digests). Exits 3 when they differ or the new index does not match.
@@ -846,6 +851,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
         }
         Command::Setup(args) => setup::run(args, cli.json),
         Command::Migrate(args) => migrate::run(&store_location(cli), args, cli.json),
+        Command::Audit(args) => audit::run(&store_location(cli), args, cli.json),
         Command::Status => {
             let engine = open_existing(cli)?;
             let store = engine.store();

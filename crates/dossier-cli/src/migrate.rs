@@ -20,9 +20,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use dossier_engine::Progress;
 use dossier_store::catalog::{CommitBatch, NewDocument};
 use dossier_store::postgres::PgCatalog;
-use dossier_store::{
-    Catalog, CatalogBackend, DocEntry, Manifest, Store, StoreLocation, FORMAT_VERSION,
-};
+use dossier_store::{CatalogBackend, DocEntry, Manifest, Store, StoreLocation, FORMAT_VERSION};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -319,22 +317,9 @@ fn print_text(r: &Report) {
 /// and reading a directory leaves its index generations untouched.
 fn open_source(source: &StoreLocation) -> Result<(Manifest, Arc<dyn CatalogBackend>)> {
     let shown = source.shown();
-    let (manifest, catalog): (Option<Manifest>, Arc<dyn CatalogBackend>) = match source {
-        StoreLocation::Dir(dir) => {
-            let m = Store::read_manifest(dir).with_context(|| format!("opening store {shown}"))?;
-            if m.is_none() {
-                bail!("no Dossier store at {shown} to migrate (pass the source as --store)");
-            }
-            let c = Catalog::open(&dir.join("catalog.redb"))
-                .with_context(|| format!("opening the catalog of {shown}"))?;
-            (m, Arc::new(c))
-        }
-        StoreLocation::Postgres { url, .. } => {
-            let pg = PgCatalog::connect(url).with_context(|| format!("opening store {shown}"))?;
-            (pg.manifest()?, Arc::new(pg))
-        }
-    };
-    let Some(m) = manifest else {
+    let Some((m, catalog)) =
+        Store::open_catalog(source).with_context(|| format!("opening store {shown}"))?
+    else {
         bail!("no Dossier store at {shown} to migrate (pass the source as --store)");
     };
     if m.format_version != FORMAT_VERSION {
@@ -716,6 +701,7 @@ mod tests {
     use super::*;
     use dossier_core::review::{Decision, ModelCandidate, Subject, Verdict};
     use dossier_core::{Chunk, DocKind, DocumentVersion, Principal, RecordRow, RecordSchema};
+    use dossier_store::Catalog;
 
     struct Quiet;
     impl Progress for Quiet {

@@ -86,6 +86,14 @@ pub struct ServeArgs {
     /// replicas or the CLI, in milliseconds.
     #[arg(long, default_value_t = 200)]
     follow_ms: u64,
+    /// What the audit log keeps of each question or search query: `digest` (its BLAKE3
+    /// only) or `text` (the text as well).
+    #[arg(long, default_value = "digest")]
+    audit_questions: dossier_server::AuditQuestions,
+    /// Audit entries (with the traces kept for `GET /v1/traces/{id}`) older than this
+    /// many days are deleted; 0 keeps them forever.
+    #[arg(long, default_value_t = dossier_server::DEFAULT_AUDIT_RETENTION_DAYS)]
+    audit_retention_days: u32,
 }
 
 pub fn run(engine: Engine, args: &ServeArgs) -> Result<ExitCode> {
@@ -120,6 +128,8 @@ pub fn run(engine: Engine, args: &ServeArgs) -> Result<ExitCode> {
         access_log: !args.quiet,
         drain_timeout: Duration::from_millis(args.drain_ms),
         follow_interval: Duration::from_millis(args.follow_ms.max(10)),
+        audit_questions: args.audit_questions,
+        audit_retention_days: args.audit_retention_days,
     };
     // Kept alive for as long as the server runs (a local model server stops with it).
     let llm = crate::ask::Llm::connect(&args.llm, &args.llm_model)?;

@@ -1434,3 +1434,125 @@ fn ask_prints_the_documented_json_and_writes_the_trace() {
         .run(&["ask", q, "--as", "u7", "--mode", "bm25"])
         .fails();
 }
+
+/// An audit entry as a server writes it (`finished` days ago).
+fn audit_entry(rid: &str, principal: &str, days_ago: i64) -> dossier_store::AuditRecord {
+    dossier_store::AuditRecord {
+        entry: dossier_store::AuditEntry {
+            request_id: rid.into(),
+            finished_at: chrono::Utc::now() - chrono::Duration::days(days_ago),
+            principal: principal.into(),
+            tenant: "t".into(),
+            groups: vec!["staff".into()],
+            route: "/v1/ask".into(),
+            now: None,
+            as_of: None,
+            mode: None,
+            status: "answered".into(),
+            http_status: 200,
+            question_blake3: dossier_store::audit::digest(rid),
+            question: None,
+            cached: false,
+            tools: vec![dossier_store::AuditTool {
+                name: "record".into(),
+                status: "forbidden".into(),
+            }],
+            evidence: vec!["orders/A1".into()],
+            citations: vec![],
+            reasons: vec![dossier_store::AuditReason {
+                step: 0,
+                action: "record".into(),
+                status: "forbidden".into(),
+                note: "orders/A1 is another principal's".into(),
+            }],
+            has_trace: false,
+        },
+        trace: Some(b"{}".to_vec()),
+    }
+}
+
+#[test]
+fn audit_lists_filters_pages_and_prunes_the_log() {
+    let s = Store::hash();
+    let docs = s.input("docs");
+    write(&docs, "a.md", md("a", "1", "A", "t", "", "Alpha text."));
+    s.ingest(&docs);
+    {
+        let location = dossier_store::StoreLocation::Dir(s.path.clone());
+        let (_, catalog) = dossier_store::Store::open_catalog(&location)
+            .unwrap()
+            .unwrap();
+        catalog
+            .audit_append(&[
+                audit_entry("r-old", "u1", 120),
+                audit_entry("r-1", "u1", 2),
+                audit_entry("r-2", "u2", 1),
+                audit_entry("r-3", "u1", 0),
+            ])
+            .unwrap();
+    }
+    let ids = |v: &Value| -> Vec<String> {
+        v["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["request_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let all = s.run(&["--json", "audit"]).ok().json();
+    assert_eq!(ids(&all), ["r-3", "r-2", "r-1", "r-old"]);
+    assert_eq!(all["entries"][0]["reasons"][0]["status"], "forbidden");
+    assert_eq!(
+        ids(&s.run(&["--json", "audit", "--principal", "u1"]).ok().json()),
+        ["r-3", "r-1", "r-old"]
+    );
+    // Pages of two, following the cursor.
+    let first = s.run(&["--json", "audit", "--limit", "2"]).ok().json();
+    assert_eq!(ids(&first), ["r-3", "r-2"]);
+    let cursor = first["next_cursor"].as_str().unwrap();
+    let second = s
+        .run(&["--json", "audit", "--limit", "2", "--cursor", cursor])
+        .ok()
+        .json();
+    assert_eq!(ids(&second), ["r-1", "r-old"]);
+    assert_eq!(second["next_cursor"], Value::Null);
+    let since = (chrono::Utc::now() - chrono::Duration::hours(36)).to_rfc3339();
+    assert_eq!(
+        ids(&s.run(&["--json", "audit", "--since", &since]).ok().json()),
+        ["r-3", "r-2"]
+    );
+    // The text output names the digest and the reasons.
+    let text = s.run(&["audit", "--request-id", "r-2"]).ok().stdout;
+    assert!(
+        text.contains("r-2 u2@t [staff] /v1/ask answered (200)"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&dossier_store::audit::digest("r-2")),
+        "{text}"
+    );
+    assert!(
+        text.contains("step 0 record forbidden: orders/A1 is another principal's"),
+        "{text}"
+    );
+    assert!(!text.contains("r-1"), "{text}");
+    // Bad filters are refused cleanly.
+    s.run(&["audit", "--since", "yesterday"]).fails();
+    s.run(&["audit", "--limit", "5000"]).fails();
+    s.run(&["audit", "--cursor", "nope"]).fails();
+    s.run(&["audit", "prune", "--retention-days", "0"]).fails();
+    // Prune: the entry past the retention goes, the others stay.
+    let pruned = s
+        .run(&["--json", "audit", "prune", "--retention-days", "90"])
+        .ok()
+        .json();
+    assert_eq!(
+        (&pruned["entries"], &pruned["traces"]),
+        (&Value::from(1), &Value::from(1))
+    );
+    let left = s.run(&["--json", "audit"]).ok().json();
+    assert_eq!(ids(&left), ["r-3", "r-2", "r-1"]);
+    // No store: a clean error.
+    let none = Store::hash();
+    none.run(&["audit"]).fails();
+}

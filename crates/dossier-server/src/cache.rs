@@ -35,8 +35,17 @@ pub struct CacheKey {
     pub request: String,
 }
 
+/// An answer, and what the audit log keeps of the run that computed it (an ask's
+/// unfiltered audit reasons): the note is for the operator's log only and is never part
+/// of what [`Cache::get`] returns.
+#[derive(Clone)]
+struct Kept {
+    value: Arc<Value>,
+    note: Option<Arc<Value>>,
+}
+
 struct Inner {
-    answers: Lru<CacheKey, Arc<Value>>,
+    answers: Lru<CacheKey, Kept>,
     /// The newest generation seen in a key, per tenant.
     generations: HashMap<String, u64>,
 }
@@ -94,6 +103,11 @@ impl Cache {
 
     /// The answer kept for exactly this key, marking it recently used.
     pub fn get(&self, key: &CacheKey) -> Option<Arc<Value>> {
+        self.get_noted(key).map(|(v, _)| v)
+    }
+
+    /// [`Cache::get`], with the note kept beside the answer (for the audit log).
+    pub(crate) fn get_noted(&self, key: &CacheKey) -> Option<(Arc<Value>, Option<Arc<Value>>)> {
         if self.capacity == 0 {
             return None;
         }
@@ -101,7 +115,7 @@ impl Cache {
         if !inner.at_generation(&key.tenant, key.generation) {
             return None;
         }
-        inner.answers.get(key)
+        inner.answers.get(key).map(|k| (k.value, k.note))
     }
 
     /// Keeps `value` under `key`, dropping the least recently used answers beyond the
@@ -109,6 +123,11 @@ impl Cache {
     /// kept (a commit happened while it was computed), nor one that is not
     /// [`keepable`].
     pub fn put(&self, key: CacheKey, value: Arc<Value>) {
+        self.put_noted(key, value, None);
+    }
+
+    /// [`Cache::put`], keeping `note` beside the answer for [`Cache::get_noted`].
+    pub(crate) fn put_noted(&self, key: CacheKey, value: Arc<Value>, note: Option<Arc<Value>>) {
         if self.capacity == 0 || !keepable(&value) {
             return;
         }
@@ -116,7 +135,7 @@ impl Cache {
         if !inner.at_generation(&key.tenant, key.generation) {
             return;
         }
-        inner.answers.insert(key, value);
+        inner.answers.insert(key, Kept { value, note });
     }
 
     /// Drops every entry.

@@ -22,6 +22,7 @@
 //!   that fails to parse on reload leaves the previous keys in force (and is logged).
 
 mod admin;
+pub mod audit;
 mod auth;
 pub mod cache;
 mod chat;
@@ -51,6 +52,7 @@ use std::sync::Arc;
 use axum::Router;
 use dossier_engine::Engine;
 
+pub use audit::{AuditQuestions, Auditor};
 pub use auth::{hash_key, Caller, KeyEntry, KeyStore, KeysError};
 pub use cache::{Cache, CacheKey};
 pub use error::{ApiError, ErrorBody, Failure};
@@ -86,7 +88,16 @@ pub struct ServerConfig {
     /// (another replica, the CLI). A commit is served within about this long plus the
     /// time to replay it.
     pub follow_interval: std::time::Duration,
+    /// What the audit log keeps of each question or query: its digest (default) or
+    /// its text too.
+    pub audit_questions: AuditQuestions,
+    /// Audit entries (and the traces kept with them) older than this many days are
+    /// deleted by the maintenance loop; 0 keeps them forever.
+    pub audit_retention_days: u32,
 }
+
+/// Days audit entries are kept unless the server is told otherwise.
+pub const DEFAULT_AUDIT_RETENTION_DAYS: u32 = 90;
 
 impl Default for ServerConfig {
     fn default() -> ServerConfig {
@@ -98,6 +109,8 @@ impl Default for ServerConfig {
             access_log: false,
             drain_timeout: std::time::Duration::from_secs(20),
             follow_interval: std::time::Duration::from_millis(200),
+            audit_questions: AuditQuestions::Digest,
+            audit_retention_days: DEFAULT_AUDIT_RETENTION_DAYS,
         }
     }
 }
@@ -111,6 +124,8 @@ pub struct AppState {
     pub cache: Arc<Cache>,
     pub metrics: Arc<Metrics>,
     pub traces: Arc<TraceLog>,
+    /// The durable audit log's writer (`audit.rs`).
+    pub audit: Arc<Auditor>,
     pub jobs: Arc<Jobs>,
     /// Queries answered lately, for shadowing a draft index (`recent.rs`).
     pub recent_queries: Arc<recent::RecentQueries>,
@@ -132,10 +147,16 @@ impl AppState {
         if engine.store().location().is_shared() {
             jobs.share(replica_name());
         }
+        let metrics = Arc::new(Metrics::new());
         AppState {
             limits: Arc::new(Limits::new(config.limits.clone())),
             cache: Arc::new(Cache::new(config.cache_entries)),
-            metrics: Arc::new(Metrics::new()),
+            audit: Arc::new(Auditor::new(
+                engine.clone(),
+                metrics.clone(),
+                config.audit_questions,
+            )),
+            metrics,
             traces: Arc::new(TraceLog::new(config.trace_entries)),
             jobs: Arc::new(jobs),
             recent_queries: Arc::new(recent::RecentQueries::default()),
@@ -226,6 +247,7 @@ pub(crate) fn api_router(state: AppState) -> Router {
         .merge(admin::router())
         .merge(review::router())
         .merge(traces::router())
+        .merge(audit::router())
         .merge(chat::router())
         .merge(metrics::router())
         .merge(ui::router())
@@ -256,8 +278,14 @@ pub async fn serve_on(
     request_id::set_access_log(state.config.access_log);
     let hup = reload_on_hangup(state.keys.clone());
     let follower = follow_commits(&state);
-    let maintenance = maintain::spawn(state.engine.clone(), MAINTAIN_EVERY);
+    let maintenance = maintain::spawn(
+        state.engine.clone(),
+        MAINTAIN_EVERY,
+        state.config.audit_retention_days,
+        state.metrics.clone(),
+    );
     let (state_engine, state_jobs) = (state.engine.clone(), state.jobs.clone());
+    let auditor = state.audit.clone();
     let stopping = state.stopping.clone();
     let jobs = state.jobs.clone();
     let drain = state.config.drain_timeout;
@@ -311,8 +339,21 @@ pub async fn serve_on(
         None => Ok(()),
     })
     .await;
+    // The audit entries of the requests answered reach the store before the server
+    // goes (a flush is milliseconds; one bounded wait if the store is stuck, after
+    // which what is still queued is lost).
+    let flush_for = drain.min(AUDIT_FLUSH_AT_EXIT);
+    let _ = tokio::task::spawn_blocking(move || {
+        if !auditor.flush(flush_for) {
+            eprintln!("dossier-server: audit entries still queued at exit are lost");
+        }
+    })
+    .await;
     result
 }
+
+/// The longest a stopping server waits for its audit entries to be written.
+const AUDIT_FLUSH_AT_EXIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// How often the maintenance loop looks for committed vectors to link.
 const MAINTAIN_EVERY: std::time::Duration = std::time::Duration::from_millis(100);

@@ -17,6 +17,8 @@
 //! | `dossier_jobs_running` | gauge | |
 //! | `dossier_query_vector_hits_total`, `dossier_query_vector_misses_total` | counter | |
 //! | `dossier_query_vector_entries` | gauge | |
+//! | `dossier_audit_entries_total` | counter | `outcome` (`written`, `failed`, `dropped`) |
+//! | `dossier_audit_pruned_total` | counter | |
 //!
 //! `route` is the route template the request matched (`/v1/search`,
 //! `/v1/documents/{id}`), `unmatched` when none did; `method` is one of the standard
@@ -95,6 +97,9 @@ struct Inner {
     agent_degraded: u64,
     citations_dropped: u64,
     model_claims_dropped: u64,
+    /// Audit entries by outcome (`written`, `failed`, `dropped`).
+    audit: BTreeMap<String, u64>,
+    audit_pruned: u64,
 }
 
 /// The server's counters since start.
@@ -270,6 +275,16 @@ impl Metrics {
         bump(&mut self.lock().cache_misses, route.to_string());
     }
 
+    /// `n` audit entries written to the store, failed to be, or dropped unwritten.
+    pub fn audit_entries(&self, outcome: &'static str, n: u64) {
+        *self.lock().audit.entry(outcome.to_string()).or_insert(0) += n;
+    }
+
+    /// `n` audit entries deleted past their retention.
+    pub fn audit_pruned(&self, n: u64) {
+        self.lock().audit_pruned += n;
+    }
+
     /// The exposition text of the counters kept here (what [`render_state`] adds to
     /// it are the gauges and counters other parts of the server keep).
     pub fn render(&self) -> String {
@@ -370,6 +385,14 @@ impl Metrics {
             &inner.claims_dropped,
         );
 
+        by_one(
+            &mut out,
+            "dossier_audit_entries_total",
+            "Audit entries by outcome: written to the store, failed (the store refused the batch) or dropped (the queue was full); the requests were answered either way.",
+            "outcome",
+            &inner.audit,
+        );
+
         let name = "dossier_agent_tool_calls_total";
         family(
             &mut out,
@@ -396,6 +419,11 @@ impl Metrics {
                 "dossier_agent_model_claims_dropped_total",
                 "Model-written claims the verifier dropped.",
                 inner.model_claims_dropped,
+            ),
+            (
+                "dossier_audit_pruned_total",
+                "Audit entries deleted past their retention by this server.",
+                inner.audit_pruned,
             ),
         ] {
             family(&mut out, name, "counter", help);

@@ -43,6 +43,7 @@ pub fn document() -> utoipa::openapi::OpenApi {
     doc.merge(crate::admin::AdminApi::openapi());
     doc.merge(crate::review::ReviewApi::openapi());
     doc.merge(crate::chat::ChatApi::openapi());
+    doc.merge(crate::audit::AuditApi::openapi());
     query_parameters_in_query(&mut doc);
     doc
 }

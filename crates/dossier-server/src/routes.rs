@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
+use crate::audit::{Outcome, Pending};
 use crate::auth::Caller;
 use crate::cache::CacheKey;
 use crate::error::{ApiError, ErrorBody, Failure};
@@ -296,8 +297,31 @@ pub async fn search(
     caller: Caller,
     b: Result<Json<SearchBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
+    let b = body(&caller.request_id, b)?;
+    let pending = |outcome| {
+        Pending::of(&caller, "/v1/search", &b.query, outcome)
+            .dated(b.now, b.as_of)
+            .mode(Some(b.mode.as_deref().unwrap_or("graph")))
+    };
+    let out = run_search(&state, &caller, b.clone()).await;
+    state.audit.submit(pending(match &out {
+        Ok((v, hit)) => Outcome::Search {
+            value: v.clone(),
+            cached: *hit,
+        },
+        Err(e) => Outcome::failed(e),
+    }));
+    let (v, hit) = out?;
+    Ok(cached_json(v, hit))
+}
+
+/// A search for `caller`: the answer and whether it came from the cache.
+async fn run_search(
+    state: &AppState,
+    caller: &Caller,
+    b: SearchBody,
+) -> Result<(Arc<Value>, bool), ApiError> {
     let rid = caller.request_id.clone();
-    let b = body(&rid, b)?;
     let mode: Mode = match b.mode.as_deref() {
         None => Mode::Graph,
         Some(m) => m
@@ -329,14 +353,14 @@ pub async fn search(
     };
     let generation = tenant_generation(&state.engine, &caller.tenant);
     let key = cache_key(
-        &caller,
+        caller,
         "search",
         generation,
         &(req.query.as_str(), mode.name(), k, req.now, req.as_of),
     );
     if let Some(v) = state.cache.get(&key) {
         state.metrics.cache_hit("/v1/search");
-        return Ok(cached_json(v, true));
+        return Ok((v, true));
     }
     state.metrics.cache_miss("/v1/search");
     // Every mode but BM25 embeds the query (graph modes also build views and
@@ -369,7 +393,7 @@ pub async fn search(
     let value = match outcome {
         // Cancelled by its own deadline inside the engine: the same as a timeout.
         Ok(Err(e)) if matches!(e.failure, Failure::DeadlineExceeded) && mode != Mode::Bm25 => {
-            return degraded_search(&state, &rid, req, mode, deadline).await;
+            return degraded_search(state, &rid, req, mode, deadline).await;
         }
         Ok(resp) => {
             let v = Arc::new(
@@ -380,11 +404,11 @@ pub async fn search(
             v
         }
         Err(_) if mode != Mode::Bm25 => {
-            return degraded_search(&state, &rid, req, mode, deadline).await;
+            return degraded_search(state, &rid, req, mode, deadline).await;
         }
         Err(_) => return Err(ApiError::new(&rid, Failure::DeadlineExceeded)),
     };
-    Ok(cached_json(value, false))
+    Ok((value, false))
 }
 
 /// Past the deadline: an honest, degraded answer from BM25 (which does not embed or
@@ -395,7 +419,7 @@ async fn degraded_search(
     req: SearchRequest,
     mode: Mode,
     deadline: Duration,
-) -> Result<Response, ApiError> {
+) -> Result<(Arc<Value>, bool), ApiError> {
     let engine = state.engine.clone();
     let mut fallback = req;
     fallback.mode = Mode::Bm25;
@@ -420,7 +444,7 @@ async fn degraded_search(
         "reason": format!("{} mode did not finish within the {} ms deadline", mode.name(), deadline.as_millis()),
     });
     state.metrics.degraded("/v1/search");
-    Ok(cached_json(Arc::new(v), false))
+    Ok((Arc::new(v), false))
 }
 
 #[utoipa::path(post, path = "/v1/ask", tag = "ask",
@@ -478,9 +502,49 @@ pub async fn ask(
 pub(crate) async fn run_ask(
     state: &AppState,
     caller: &Caller,
-    mut req: AskRequest,
+    req: AskRequest,
     route: &'static str,
 ) -> Result<(Arc<Value>, bool), ApiError> {
+    let (question, now, as_of, mode) = (req.question.clone(), req.now, req.as_of, req.mode);
+    let out = answer_ask(state, caller, req, route).await;
+    let outcome = match &out {
+        Ok((value, hit, reasons)) => {
+            let trace = Arc::new(TraceRecord {
+                request_id: caller.request_id.0.clone(),
+                route: route.into(),
+                question: question.clone(),
+                status: value["status"].as_str().unwrap_or_default().to_string(),
+                finished_at: chrono::Utc::now().to_rfc3339(),
+                trace: value["trace"].clone(),
+                principal: caller.principal.clone(),
+            });
+            // One record, shared by the memory log and the audit entry.
+            state.traces.record(trace.clone());
+            Outcome::Ask {
+                value: value.clone(),
+                reasons: reasons.clone(),
+                cached: *hit,
+                trace,
+            }
+        }
+        Err(e) => Outcome::failed(e),
+    };
+    state.audit.submit(
+        Pending::of(caller, route, &question, outcome)
+            .dated(Some(now), as_of)
+            .mode(mode.map(|m| m.name())),
+    );
+    out.map(|(v, hit, _)| (v, hit))
+}
+
+/// [`run_ask`]'s work: the answer, whether it came from the cache, and the unfiltered
+/// audit reasons of the run that computed it.
+async fn answer_ask(
+    state: &AppState,
+    caller: &Caller,
+    mut req: AskRequest,
+    route: &'static str,
+) -> Result<(Arc<Value>, bool, Option<Arc<Value>>), ApiError> {
     let rid = caller.request_id.clone();
     if req.question.trim().is_empty() {
         return Err(ApiError::new(
@@ -490,7 +554,6 @@ pub(crate) async fn run_ask(
     }
     within(&rid, "question", &req.question, MAX_QUESTION_CHARS)?;
     req.principal = caller.principal.clone();
-    let question = req.question.clone();
     let generation = tenant_generation(&state.engine, &caller.tenant);
     let key = cache_key(
         caller,
@@ -504,10 +567,10 @@ pub(crate) async fn run_ask(
             serde_json::to_string(&req.budget).unwrap_or_default(),
         ),
     );
-    let (value, hit) = match state.cache.get(&key) {
-        Some(v) => {
+    let (value, hit, reasons) = match state.cache.get_noted(&key) {
+        Some((v, reasons)) => {
             state.metrics.cache_hit(route);
-            (v, true)
+            (v, true, reasons)
         }
         None => {
             state.metrics.cache_miss(route);
@@ -537,9 +600,9 @@ pub(crate) async fn run_ask(
                     model: model.as_deref(),
                 };
                 let asked = agent.ask_audited(&req).map_err(Failure::from)?;
-                // What the caller may not be told goes to the operator's log only.
-                // What the caller may not be told goes to the operator's log (stderr,
-                // one JSON line per entry) only.
+                // What the caller may not be told goes to the operator's logs only:
+                // stderr (one JSON line per entry) here, and the durable audit log
+                // (the reasons returned below).
                 for a in &asked.audit {
                     eprintln!(
                         "dossier-server: audit {}",
@@ -554,26 +617,21 @@ pub(crate) async fn run_ask(
                     );
                 }
                 metrics.observe_ask(&asked.response);
-                serde_json::to_value(&asked.response).map_err(|e| Failure::Internal(e.to_string()))
+                let v = serde_json::to_value(&asked.response)
+                    .map_err(|e| Failure::Internal(e.to_string()))?;
+                Ok((v, crate::audit::reasons_of(&asked.audit)))
             });
             let outcome = tokio::time::timeout(deadline + Duration::from_secs(5), work).await;
             cancel.cancel();
-            let v = outcome.map_err(|_| ApiError::new(&rid, Failure::DeadlineExceeded))??;
+            let (v, reasons) =
+                outcome.map_err(|_| ApiError::new(&rid, Failure::DeadlineExceeded))??;
             let v = Arc::new(v);
-            state.cache.put(key, v.clone());
-            (v, false)
+            // The reasons stay beside the answer for the audit entries of cache hits.
+            state.cache.put_noted(key, v.clone(), Some(reasons.clone()));
+            (v, false, Some(reasons))
         }
     };
-    state.traces.record(TraceRecord {
-        request_id: rid.0.clone(),
-        route: route.into(),
-        question,
-        status: value["status"].as_str().unwrap_or_default().to_string(),
-        finished_at: chrono::Utc::now().to_rfc3339(),
-        trace: value["trace"].clone(),
-        principal: caller.principal.clone(),
-    });
-    Ok((value, hit))
+    Ok((value, hit, reasons))
 }
 
 #[utoipa::path(get, path = "/v1/graph/entity/{name}", tag = "graph",

@@ -1,8 +1,13 @@
 //! `GET /v1/traces/{request_id}`: the agent's trajectory of an earlier ask (or chat
-//! completion), kept in memory for the most recent requests.
+//! completion). Every trace is kept in the store's audit log (under the request id and
+//! the principal that made the request, so it outlives a restart and is readable from
+//! every replica of a shared store, until the audit retention deletes it); the most
+//! recent are kept in memory too, in front of it.
 //!
 //! **Invariant:** a trace is returned only to the principal whose request made it; to
-//! anyone else it reads exactly like a request id that never existed.
+//! anyone else it reads exactly like a request id that never existed — in memory (the
+//! entry is filtered by principal) and in the store (the lookup is by request id *and*
+//! the caller's principal, so another's trace and none are the same miss).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -16,6 +21,7 @@ use utoipa::ToSchema;
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody, Failure};
+use crate::routes::blocking;
 use crate::AppState;
 
 /// A stored trajectory.
@@ -54,14 +60,15 @@ impl TraceLog {
         }
     }
 
-    pub fn record(&self, rec: TraceRecord) {
+    pub fn record(&self, rec: impl Into<Arc<TraceRecord>>) {
         if self.capacity == 0 {
             return;
         }
+        let rec = rec.into();
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let (map, order) = &mut *g;
         let id = rec.request_id.clone();
-        if map.insert(id.clone(), Arc::new(rec)).is_none() {
+        if map.insert(id.clone(), rec).is_none() {
             order.push_back(id);
         }
         while order.len() > self.capacity {
@@ -96,8 +103,23 @@ pub async fn trace(
     caller: Caller,
     Path(request_id): Path<String>,
 ) -> Result<Json<TraceRecord>, ApiError> {
-    match state.traces.get(&request_id, &caller.principal) {
-        Some(r) => Ok(Json((*r).clone())),
-        None => Err(ApiError::new(&caller.request_id, Failure::NotFound)),
+    if let Some(r) = state.traces.get(&request_id, &caller.principal) {
+        return Ok(Json((*r).clone()));
     }
+    let engine = state.engine.clone();
+    let principal = caller.principal.clone();
+    let stored = blocking(&caller.request_id, move || {
+        let bytes = engine
+            .store()
+            .catalog()
+            .audit_trace(&request_id, &principal)
+            .map_err(|e| Failure::from(dossier_engine::Error::from(e)))?
+            .ok_or(Failure::NotFound)?;
+        let mut r: TraceRecord = serde_json::from_slice(&bytes)
+            .map_err(|e| Failure::Internal(format!("stored trace: {e}")))?;
+        r.principal = principal;
+        Ok(r)
+    })
+    .await?;
+    Ok(Json(stored))
 }

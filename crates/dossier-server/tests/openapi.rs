@@ -351,6 +351,7 @@ async fn the_document_is_openapi_3_1_and_closed_under_references() {
         "/v1/chat/completions",
         "/v1/models",
         "/v1/traces/{request_id}",
+        "/v1/audit",
     ] {
         assert!(paths.contains_key(p), "{p} missing");
     }
@@ -567,6 +568,37 @@ async fn real_responses_match_the_document() {
         doc.check(trace, "get", &r);
         if status == 200 {
             doc.check_as("trace", component("Trace"), &r.body["trace"]);
+        }
+    }
+
+    // The audit log of those requests, for an operator; refused to anyone else.
+    common::add_admin_key(&s.keys_path, "key-ops", "acme-admin", true);
+    let audit = s.state.audit.clone();
+    assert!(
+        tokio::task::spawn_blocking(move || audit.flush(std::time::Duration::from_secs(20)))
+            .await
+            .unwrap()
+    );
+    for (url, key, status) in [
+        ("/v1/audit?limit=3", Some("key-ops"), 200),
+        (
+            "/v1/audit?route=/v1/ask&since=2020-01-01T00:00:00Z",
+            Some("key-ops"),
+            200,
+        ),
+        ("/v1/audit?limit=0", Some("key-ops"), 400),
+        ("/v1/audit", Some("key-zhang-admin"), 403),
+        ("/v1/audit", None, 401),
+    ] {
+        let r = s.get(url, key).await;
+        assert_eq!(r.status, status, "{url}: {}", r.text);
+        doc.check("/v1/audit", "get", &r);
+        if status == 200 {
+            assert!(
+                !r.body["entries"].as_array().unwrap().is_empty(),
+                "{}",
+                r.text
+            );
         }
     }
 

@@ -34,12 +34,21 @@ async fn fixture(seed: u64) -> Fixture {
     let corpus = dir.path().join("corpus");
     let world = World::write(&corpus, seed);
     let engine = common::hash_engine(&dir.path().join("store"), &[corpus]);
+    Fixture {
+        world,
+        server: fixture_server(Arc::new(engine)).await,
+        _dir: dir,
+    }
+}
+
+/// The fixture's server on `engine`, with its three keys.
+async fn fixture_server(engine: Arc<dossier_engine::Engine>) -> Server {
     // Hundreds of pairs per seed (an MCP call counts twice: its message and its tool's
     // request): a rate that never refuses one, so every pair compares real answers.
     let mut config = dossier_server::ServerConfig::default();
     config.limits.rate_per_sec = 10_000.0;
     config.limits.burst = 10_000;
-    let server = Server::start_with(Arc::new(engine), &[], config, None).await;
+    let server = Server::start_with(engine, &[], config, None).await;
     let keys = format!(
         "- {{key_sha256: {}, principal: reader}}\n\
          - {{key_sha256: {}, principal: admin-b, admin: true}}\n\
@@ -51,11 +60,7 @@ async fn fixture(seed: u64) -> Fixture {
     std::fs::write(&server.keys_path, keys).unwrap();
     server.state.keys.reload().unwrap();
     let _ = KeyStore::load(&server.keys_path).unwrap();
-    Fixture {
-        world,
-        server,
-        _dir: dir,
-    }
+    server
 }
 
 /// Names whose values are timings or clocks: masked, since they may differ run to run.
@@ -400,6 +405,48 @@ async fn nothing_tells_not_yours_from_does_not_exist() {
             &theirs.request_id,
         )
         .await;
+        // Stored traces: a second server on the same store has none in memory and reads
+        // them from the audit log, as after a restart — still its owner's only.
+        let audit = f.server.state.audit.clone();
+        let flushed =
+            tokio::task::spawn_blocking(move || audit.flush(std::time::Duration::from_secs(20)))
+                .await
+                .unwrap();
+        assert!(flushed);
+        let second = fixture_server(f.server.state.engine.clone()).await;
+        let first = std::mem::replace(&mut f.server, second);
+        let url = format!("/v1/traces/{}", theirs.request_id);
+        let own = f.server.get(&url, ADMIN_A).await;
+        assert_eq!(
+            own.status, 200,
+            "the owner reads the stored trace: {}",
+            own.text
+        );
+        for key in [READER, ADMIN_B] {
+            same(
+                &mut f,
+                key,
+                "GET /v1/traces/{id} (stored)",
+                Call::Get("/v1/traces/{}"),
+                &theirs.request_id,
+            )
+            .await;
+        }
+        let second = std::mem::replace(&mut f.server, first);
+        second.stop().await;
+        // The audit log is the operator's: a filter on someone's request id reads like
+        // one on an id that never existed (both refused alike).
+        for key in [READER, ADMIN_A, ADMIN_B] {
+            let status = same(
+                &mut f,
+                key,
+                "GET /v1/audit?request_id={id}",
+                Call::Get("/v1/audit?request_id={}"),
+                &theirs.request_id,
+            )
+            .await;
+            assert_eq!(status, 403);
+        }
         // Jobs: ta's job, seen by tb's admin.
         let job = f
             .server

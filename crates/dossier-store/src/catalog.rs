@@ -9,6 +9,7 @@ use dossier_index::{Admit, Scored};
 use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
 use serde::{Deserialize, Serialize};
 
+use crate::audit::AuditLog;
 use crate::{Error, Result};
 
 /// `tenant␟doc_id␟version` → [`DocEntry`] (JSON).
@@ -194,7 +195,7 @@ impl CommitBatch {
 
 /// The catalog database.
 pub struct Catalog {
-    db: Database,
+    pub(crate) db: Database,
 }
 
 fn vec_bytes(v: &[f32]) -> Vec<u8> {
@@ -209,10 +210,11 @@ fn bytes_vec(b: &[u8]) -> Vec<f32> {
 
 /// The catalog seam: everything the store and engine need from the source of truth.
 ///
-/// [`Catalog`] (redb, embedded) implements it; a shared PostgreSQL + pgvector backend
-/// is meant to implement the same contract. Contract: `commit` is atomic (all of a batch
-/// or none) and appends one [`ChangeSet`] per generation; reads see whole commits.
-pub trait CatalogBackend: Send + Sync {
+/// [`Catalog`] (redb, embedded) and [`crate::postgres::PgCatalog`] implement it.
+/// Contract: `commit` is atomic (all of a batch or none) and appends one [`ChangeSet`]
+/// per generation; reads see whole commits. Every backend also keeps the audit log
+/// ([`AuditLog`]) beside its catalog.
+pub trait CatalogBackend: AuditLog + Send + Sync {
     /// The generation of the last commit (0 for a new catalog).
     fn generation(&self) -> Result<u64>;
     /// Every stored document version.
@@ -304,6 +306,7 @@ impl Catalog {
             tx.open_table(CHANGES)?;
             tx.open_table(REVIEWS)?;
             tx.open_table(CANDIDATES)?;
+            crate::audit::create_tables(&tx)?;
         }
         tx.commit()?;
         Ok(Catalog { db })

@@ -9,6 +9,9 @@
 //! - `indexes/`: index generations (BM25 + HNSW) derived from the catalog, one of them
 //!   active ([`generations`]).
 //!
+//! Beside the catalog, outside its change log, each backend keeps the server's audit log
+//! and the agent traces stored with it ([`audit`]).
+//!
 //! **Architecture invariants:**
 //! - A commit is one redb transaction: a reader sees all of it or none of it; a killed
 //!   writer leaves the last commit intact.
@@ -21,6 +24,7 @@
 //! The persisted formats carry [`FORMAT_VERSION`]; a change must stay readable or
 //! migrate.
 
+pub mod audit;
 pub mod catalog;
 pub mod generations;
 pub mod postgres;
@@ -29,6 +33,10 @@ mod store;
 pub mod testing;
 mod view;
 
+pub use audit::{
+    AuditEntry, AuditLog, AuditPage, AuditQuery, AuditReason, AuditRecord, AuditTool,
+    Cursor as AuditCursor, Pruned,
+};
 pub use catalog::{Catalog, CatalogBackend, ChangeSet, DocEntry, FoldStats, StoredChunk};
 pub use generations::GenerationInfo;
 pub use scope::Scope;

@@ -95,7 +95,7 @@ fn hnsw_index_sql(concurrently: bool) -> String {
 
 /// A database error with the server's own message (`postgres::Error`'s display says only
 /// "db error" for those).
-fn pg(e: postgres::Error) -> Error {
+pub(crate) fn pg(e: postgres::Error) -> Error {
     match e.as_db_error() {
         Some(db) => Error::Catalog(format!("postgres: {}: {}", db.code().code(), db.message())),
         None => Error::Catalog(format!("postgres: {e}")),
@@ -174,7 +174,9 @@ impl PgCatalog {
         &self.shown
     }
 
-    fn client(&self) -> Result<r2d2::PooledConnection<PostgresConnectionManager<NoTls>>> {
+    pub(crate) fn client(
+        &self,
+    ) -> Result<r2d2::PooledConnection<PostgresConnectionManager<NoTls>>> {
         self.pool
             .as_ref()
             .expect("the pool lives as long as the catalog")

@@ -272,6 +272,31 @@ impl Store {
         }
     }
 
+    /// The manifest and catalog of the store at `location`, without its indexes or
+    /// document view: for tools that read or write the catalog's own tables (a
+    /// migration's source, the audit log). `None` when no store was created there
+    /// (nothing is created). The format version is the caller's to check.
+    pub fn open_catalog(
+        location: &StoreLocation,
+    ) -> Result<Option<(Manifest, Arc<dyn CatalogBackend>)>> {
+        match location {
+            StoreLocation::Dir(dir) => {
+                let Some(m) = Self::read_manifest(dir)? else {
+                    return Ok(None);
+                };
+                let c: Arc<dyn CatalogBackend> =
+                    Arc::new(Catalog::open(&dir.join("catalog.redb"))?);
+                Ok(Some((m, c)))
+            }
+            StoreLocation::Postgres { url, .. } => {
+                let pg = PgCatalog::connect(url)?;
+                Ok(pg
+                    .manifest()?
+                    .map(|m| (m, Arc::new(pg) as Arc<dyn CatalogBackend>)))
+            }
+        }
+    }
+
     /// Opens the store at `location` (a directory or a `postgres://` URL), creating it
     /// for this embedder if it does not exist. An existing store must have been built
     /// with the same model.
