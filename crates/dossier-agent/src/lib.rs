@@ -33,6 +33,7 @@ pub mod router;
 pub mod text;
 pub mod tools;
 pub mod verify;
+pub mod when;
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -181,6 +182,10 @@ pub struct Trace {
     /// Every claim of the written answer and the verifier's judgement of it (kept ones
     /// and dropped ones, with why).
     pub claims: Vec<ClaimCheck>,
+    /// The time the question's own words name and the date it put versions at
+    /// (`applied: false` when the request's explicit as-of date won).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time: Option<when::QuestionTime>,
 }
 
 /// One claim of an answer (a clause of a sentence, with the marks it cites) and whether
@@ -298,6 +303,8 @@ pub struct State {
     pub steps: Vec<Step>,
     pub rejected: Vec<Rejected>,
     pub timeouts: Vec<String>,
+    /// The time the question's words name (see [`when`]).
+    pub time: Option<when::QuestionTime>,
     pub metrics: Metrics,
     pub degraded: Vec<String>,
     /// For the operator's audit log, never the caller (see [`AuditEntry`]).
@@ -441,9 +448,21 @@ impl<'a> Agent<'a> {
             citations = tracing::field::Empty,
         );
         let _ask = ask_span.enter();
-        let scope = self
-            .engine
-            .scope(&req.principal, req.as_of.unwrap_or(req.now))?;
+        // The question's time words set the date versions are judged at, unless the
+        // request names one itself.
+        let time = when::in_question(&req.question, req.now).map(|t| when::QuestionTime {
+            applied: req.as_of.is_none(),
+            ..t
+        });
+        let as_of = req
+            .as_of
+            .or(time.as_ref().filter(|t| t.applied).map(|t| t.as_of))
+            .unwrap_or(req.now);
+        let scope = self.engine.scope(&req.principal, as_of)?;
+        let searched = time.as_ref().map_or_else(
+            || req.question.clone(),
+            |t| when::without_words(&req.question, t),
+        );
         let mut state = State {
             question: req.question.clone(),
             route: Route {
@@ -454,7 +473,7 @@ impl<'a> Agent<'a> {
             scope,
             now: req.now,
             mode: req.mode,
-            sub_questions: text::sub_questions(&req.question)
+            sub_questions: text::sub_questions(&searched)
                 .into_iter()
                 .map(|t| SubQuestion {
                     text: t,
@@ -479,6 +498,7 @@ impl<'a> Agent<'a> {
             steps: vec![],
             rejected: vec![],
             timeouts: vec![],
+            time,
             metrics: Metrics::default(),
             degraded: vec![],
             audit: vec![],
@@ -512,7 +532,7 @@ impl<'a> Agent<'a> {
 
         state.term_weights = self
             .tools
-            .term_weights(&state.scope, &state.question)
+            .term_weights(&state.scope, &searched)
             .unwrap_or_default()
             .into_iter()
             .collect();
@@ -537,7 +557,7 @@ impl<'a> Agent<'a> {
         )
         .entered();
         state.route = router::route(
-            &state.question,
+            &searched,
             &refs
                 .iter()
                 .map(|r| format!("{}/{}", r.table, r.key))
@@ -783,13 +803,22 @@ impl<'a> Agent<'a> {
         let mut notes = verifier.notes;
         notes.extend(draft.notes);
         audit.append(&mut state.audit);
+        let mut answer = if status == AnswerStatus::InsufficientEvidence {
+            answer::insufficient_text(&state, &draft.gaps)
+        } else {
+            draft.answer
+        };
+        // A date taken from the question's words is said, so the reader can see which
+        // versions were judged (a program statement, not a claim: it cites nothing).
+        if let Some(t) = state.time.as_ref().filter(|t| t.applied) {
+            answer = format!(
+                "{}\n{answer}",
+                when::judged_note(t, text::is_chinese(&state.question))
+            );
+        }
         Ok(AskResponse {
             status,
-            answer: if status == AnswerStatus::InsufficientEvidence {
-                answer::insufficient_text(&state, &draft.gaps)
-            } else {
-                draft.answer
-            },
+            answer,
             citations: if status == AnswerStatus::InsufficientEvidence {
                 vec![]
             } else {
@@ -826,6 +855,7 @@ impl<'a> Agent<'a> {
                 degraded: state.degraded,
                 verifier: notes,
                 claims,
+                time: state.time,
             },
         })
     }
@@ -1045,6 +1075,7 @@ impl<'a> Agent<'a> {
                 degraded: state.degraded,
                 verifier: vec![],
                 claims: vec![],
+                time: state.time,
             },
         }
     }

@@ -1,0 +1,225 @@
+//! Time in the question, on the shared scenario corpus (real e5 store, no model): the
+//! scenario questions that depend on a version, asked again with the date in their own
+//! words instead of `as_of`, are answered from the version in force then; an explicit
+//! as-of date wins over the words; the answer and the trace say which date was used.
+
+mod common;
+
+use chrono::NaiveDate;
+use dossier_agent::AskResponse;
+
+fn d(s: &str) -> NaiveDate {
+    s.parse().unwrap()
+}
+
+fn ask(
+    engine: &dossier_engine::Engine,
+    question: &str,
+    now: &str,
+    as_of: Option<&str>,
+) -> AskResponse {
+    common::ask(
+        engine,
+        None,
+        "u7",
+        question,
+        common::Clock {
+            now: d(now),
+            as_of: as_of.map(d),
+            mode: None,
+        },
+        None,
+    )
+}
+
+/// The versions of `doc` the answer cites.
+fn versions(r: &AskResponse, doc: &str) -> Vec<String> {
+    let mut v: Vec<String> = r
+        .citations
+        .iter()
+        .filter(|c| c.doc_id == doc)
+        .map(|c| c.version.clone())
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+#[test]
+fn scenario_questions_with_time_words_are_answered_from_the_version_then_in_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = common::open_scenarios(dir.path());
+    // (question, now, doc, version expected, date the words give)
+    let cases = [
+        // api-auth-as-of, with the date in the words instead of as_of.
+        (
+            "2025 年 6 月 API 的认证方式是什么？",
+            "2026-11-30",
+            "api-auth",
+            "1.0",
+            "2025-06-30",
+        ),
+        (
+            "去年 API 的认证方式是什么？",
+            "2026-11-30",
+            "api-auth",
+            "1.0",
+            "2025-12-31",
+        ),
+        (
+            "截至 2025 年，API 的认证方式是什么？",
+            "2026-11-30",
+            "api-auth",
+            "1.0",
+            "2025-12-31",
+        ),
+        // api-auth-current: words that name the present keep today's version.
+        (
+            "本季度 API 的认证方式是什么？",
+            "2026-11-30",
+            "api-auth",
+            "2.0",
+            "2026-11-30",
+        ),
+        // return-before-v2: V2 took effect on 2026-09-01; last month was August.
+        (
+            "按上个月的耳机退货政策，没拆封的耳机能无理由退货吗？",
+            "2026-09-20",
+            "headphone-policy",
+            "V1",
+            "2026-08-31",
+        ),
+        (
+            "按本月的耳机退货政策，没拆封的耳机能无理由退货吗？",
+            "2026-09-20",
+            "headphone-policy",
+            "V2",
+            "2026-09-20",
+        ),
+    ];
+    let mut failed = Vec::new();
+    for (question, now, doc, version, at) in cases {
+        let r = ask(&engine, question, now, None);
+        let time = r.trace.time.clone();
+        let cited = versions(&r, doc);
+        let ok = cited == [version]
+            && time.as_ref().is_some_and(|t| t.applied && t.as_of == d(at))
+            && r.answer.contains(at);
+        eprintln!(
+            "{question} → {cited:?} {:?}",
+            time.as_ref().map(|t| t.as_of)
+        );
+        if !ok {
+            failed.push((question, cited, time, r.answer));
+        }
+    }
+    assert!(failed.is_empty(), "{failed:#?}");
+}
+
+/// Words and flag are one thing: a question with time words gets the answer (status,
+/// citations, conclusions) that the question without them gets with the date as
+/// `as_of`, in either language.
+#[test]
+fn time_words_answer_as_the_as_of_flag_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = common::open_scenarios(dir.path());
+    for (question, now) in [
+        ("2025 年 6 月 API 的认证方式是什么？", "2026-11-30"),
+        (
+            "What was the API authentication method as of June 2025?",
+            "2026-11-30",
+        ),
+        ("How do I call the payment API last quarter?", "2026-11-30"),
+        ("上周订单 A125 的耳机没拆封，能无理由退货吗？", "2026-09-20"),
+        (
+            "按上个月的耳机退货政策，没拆封的耳机能无理由退货吗？",
+            "2026-09-20",
+        ),
+    ] {
+        let worded = ask(&engine, question, now, None);
+        let t = worded.trace.time.clone().expect("time words found");
+        let plain = dossier_agent::when::without_words(question, &t);
+        let flagged = ask(&engine, &plain, now, Some(&t.as_of.to_string()));
+        let view = |r: &AskResponse| {
+            (
+                r.status,
+                r.citations
+                    .iter()
+                    .map(|c| c.chunk_id.clone())
+                    .collect::<Vec<_>>(),
+                r.conclusions
+                    .iter()
+                    .map(|c| c.statement.clone())
+                    .collect::<Vec<_>>(),
+            )
+        };
+        assert_eq!(view(&worded), view(&flagged), "{question}");
+        assert!(
+            worded.answer.contains(&t.as_of.to_string()),
+            "{}",
+            worded.answer
+        );
+        assert!(flagged.trace.time.is_none());
+    }
+}
+
+#[test]
+fn an_explicit_as_of_wins_over_the_words_and_the_trace_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = common::open_scenarios(dir.path());
+    let r = ask(
+        &engine,
+        "本季度 API 的认证方式是什么？",
+        "2026-11-30",
+        Some("2025-06-01"),
+    );
+    assert_eq!(versions(&r, "api-auth"), ["1.0"], "{:#?}", r.citations);
+    let t = r.trace.time.expect("the words are still recorded");
+    assert!(!t.applied);
+    assert_eq!(t.words, "本季度");
+    assert!(!r.answer.contains("按 2026-11-30 判断"), "{}", r.answer);
+
+    // A question without time words has no time in its trace and no note.
+    let r = ask(&engine, "当前 API 的认证方式是什么？", "2026-11-30", None);
+    assert!(r.trace.time.is_none());
+    assert_eq!(versions(&r, "api-auth"), ["2.0"]);
+    assert!(!r.answer.contains("判断："), "{}", r.answer);
+}
+
+/// The words only move the date versions are judged at: identity is untouched, and a
+/// refused record reads the same whatever time the question names.
+#[test]
+fn time_words_never_widen_what_a_caller_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = common::open_scenarios(dir.path());
+    let mine = common::ask(
+        &engine,
+        None,
+        "u8",
+        "去年 3 月订单 A123 的耳机已拆封，能退吗？",
+        common::Clock {
+            now: d("2026-09-20"),
+            as_of: None,
+            mode: None,
+        },
+        None,
+    );
+    let missing = common::ask(
+        &engine,
+        None,
+        "u8",
+        "去年 3 月订单 Z999 的耳机已拆封，能退吗？",
+        common::Clock {
+            now: d("2026-09-20"),
+            as_of: None,
+            mode: None,
+        },
+        None,
+    );
+    assert_eq!(mine.status, dossier_agent::AnswerStatus::Unavailable);
+    assert_eq!(
+        mine.answer.replace("A123", "X"),
+        missing.answer.replace("Z999", "X")
+    );
+    assert!(mine.citations.is_empty());
+}
