@@ -244,6 +244,9 @@ pub struct AskRequest {
     /// mode (hybrid + graph propagation + DEPENDS_ON).
     pub mode: Option<Mode>,
     pub budget: Budget,
+    /// Only documents of these knowledge bases (within the principal's own); empty:
+    /// all the principal may read.
+    pub kbs: Vec<String>,
 }
 
 impl AskRequest {
@@ -255,6 +258,7 @@ impl AskRequest {
             as_of: None,
             mode: None,
             budget: Budget::default(),
+            kbs: vec![],
         }
     }
 }
@@ -458,7 +462,10 @@ impl<'a> Agent<'a> {
             .as_of
             .or(time.as_ref().filter(|t| t.applied).map(|t| t.as_of))
             .unwrap_or(req.now);
-        let scope = self.engine.scope(&req.principal, as_of)?;
+        let scope = self
+            .engine
+            .scope(&req.principal, as_of)?
+            .within_kbs(&req.kbs);
         let searched = time.as_ref().map_or_else(
             || req.question.clone(),
             |t| when::without_words(&req.question, t),

@@ -22,6 +22,10 @@ pub struct AskArgs {
     /// Judge document versions in force on this date.
     #[arg(long)]
     as_of: Option<NaiveDate>,
+    /// Only documents of these knowledge bases (within the principal's own; repeat the
+    /// flag or separate with commas).
+    #[arg(long = "kb", value_delimiter = ',')]
+    kbs: Vec<String>,
     /// `global` asks the community reports; default: documents, records and graph.
     #[arg(long)]
     mode: Option<String>,
@@ -123,6 +127,7 @@ pub fn run(engine: &Engine, args: &AskArgs, json: bool) -> Result<ExitCode> {
             .unwrap_or_else(|| chrono::Local::now().date_naive()),
     );
     req.as_of = args.as_of;
+    req.kbs = args.kbs.clone();
     req.mode = mode;
     req.budget = dossier_agent::Budget {
         max_steps: args.max_steps,

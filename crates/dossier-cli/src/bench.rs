@@ -181,16 +181,19 @@ fn principals(tenants: usize) -> Vec<Principal> {
             id: format!("t{t}-all"),
             tenant: format!("t{t}"),
             groups: GROUPS.iter().map(|g| g.to_string()).collect(),
+            kbs: None,
         });
         out.push(Principal {
             id: format!("t{t}-eng"),
             tenant: format!("t{t}"),
             groups: vec!["eng".into()],
+            kbs: None,
         });
         out.push(Principal {
             id: format!("t{t}-none"),
             tenant: format!("t{t}"),
             groups: vec![],
+            kbs: None,
         });
     }
     out
@@ -380,6 +383,7 @@ pub fn run(json: bool, action: &BenchAction) -> Result<ExitCode> {
                 k: a.k,
                 now,
                 as_of: None,
+                kbs: vec![],
             })?;
             lat.push(t.elapsed().as_secs_f64() * 1000.0);
             hits += r.hits.len();
@@ -520,6 +524,7 @@ fn measure_commits(
             k: a.k,
             now,
             as_of: None,
+            kbs: vec![],
         })?;
         Ok(t.elapsed().as_secs_f64() * 1000.0)
     };

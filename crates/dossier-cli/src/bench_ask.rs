@@ -83,6 +83,7 @@ fn load(engine: &Engine, a: &AskBenchArgs) -> Result<Vec<Q>> {
                         id: "eval".into(),
                         tenant: tenant.into(),
                         groups: vec![],
+                        kbs: None,
                     }],
                     ..Default::default()
                 })?;

@@ -74,6 +74,10 @@ enum Command {
         /// Search the versions in force on this date.
         #[arg(long)]
         as_of: Option<NaiveDate>,
+        /// Only documents of these knowledge bases (within the principal's own; repeat
+        /// the flag or separate with commas).
+        #[arg(long = "kb", value_delimiter = ',')]
+        kbs: Vec<String>,
         /// bm25, vector, hybrid, local (query entities → neighbourhood), graph (hybrid
         /// fused with graph propagation and DEPENDS_ON; the default, since it beats
         /// hybrid on every evaluation set — see BENCHMARKS.md), global (community
@@ -172,6 +176,9 @@ struct Who {
     /// Judge versions in force on this date.
     #[arg(long)]
     as_of: Option<NaiveDate>,
+    /// Only documents of these knowledge bases (within the principal's own).
+    #[arg(long = "kb", value_delimiter = ',')]
+    kbs: Vec<String>,
 }
 
 #[derive(Subcommand)]
@@ -386,7 +393,9 @@ fn modes(s: &str) -> Result<Vec<Mode>> {
 
 fn scope_of(engine: &Engine, who: &Who) -> Result<dossier_engine::Scope> {
     let now = who.now.unwrap_or_else(|| chrono::Local::now().date_naive());
-    Ok(engine.scope(&who.principal, who.as_of.unwrap_or(now))?)
+    Ok(engine
+        .scope(&who.principal, who.as_of.unwrap_or(now))?
+        .within_kbs(&who.kbs))
 }
 
 fn print_report(r: &dossier_engine::ReportJson) {
@@ -610,6 +619,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             principal,
             now,
             as_of,
+            kbs,
             mode,
             k,
         } => {
@@ -621,6 +631,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
                 k: *k,
                 now: now.unwrap_or_else(|| chrono::Local::now().date_naive()),
                 as_of: *as_of,
+                kbs: kbs.clone(),
             };
             let resp = engine.search(&req)?;
             if cli.json {

@@ -787,6 +787,7 @@ mod tests {
                 id: "u".into(),
                 tenant: "t".into(),
                 groups: vec!["g".into()],
+                kbs: None,
             }],
             decisions: vec![Decision {
                 id: subject.id("t"),

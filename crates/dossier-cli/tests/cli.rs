@@ -1444,6 +1444,7 @@ fn audit_entry(rid: &str, principal: &str, days_ago: i64) -> dossier_store::Audi
             principal: principal.into(),
             tenant: "t".into(),
             groups: vec!["staff".into()],
+            kbs: None,
             route: "/v1/ask".into(),
             now: None,
             as_of: None,

@@ -10,4 +10,8 @@ pub struct Principal {
     pub tenant: String,
     #[serde(default)]
     pub groups: Vec<String>,
+    /// The knowledge bases the principal may read documents of; absent: all of its
+    /// tenant's (documents without a `kb` included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kbs: Option<Vec<String>>,
 }

@@ -125,6 +125,7 @@ pub fn eval_scope(engine: &Engine) -> Result<Scope> {
             id: EVAL_PRINCIPAL.into(),
             tenant: engine.options.default_tenant.clone(),
             groups: vec![],
+            kbs: None,
         }],
         ..Default::default()
     })?;

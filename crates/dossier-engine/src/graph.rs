@@ -130,7 +130,7 @@ type Tables = HashMap<String, (RecordSchema, HashMap<String, RecordRow>)>;
 pub(crate) type ReportCache = HashMap<usize, (Arc<GraphView>, Arc<ReportSet>)>;
 
 /// What a view depends on beside the graph: principal (record owners), groups, date.
-type ScopeKey = (String, Vec<String>, chrono::NaiveDate);
+type ScopeKey = (String, dossier_store::ReaderKey, chrono::NaiveDate);
 
 /// Distinct scopes whose views one tenant graph keeps.
 const VIEW_CACHE_SIZE: usize = 256;
@@ -555,9 +555,11 @@ impl Engine {
         let current = snap.tenant_generation(scope.tenant());
         let records = snap.records_generation(scope.tenant());
         drop(snap);
-        let mut groups = scope.groups().to_vec();
-        groups.sort();
-        let key = (scope.principal_id().to_string(), groups, scope.at());
+        let key = (
+            scope.principal_id().to_string(),
+            scope.reader_key(),
+            scope.at(),
+        );
         let previous = match state
             .views
             .lock()

@@ -85,6 +85,9 @@ pub struct SearchRequest {
     pub now: NaiveDate,
     /// Search the versions in force on this date instead.
     pub as_of: Option<NaiveDate>,
+    /// Only documents of these knowledge bases (within the principal's own); empty: all
+    /// the principal may read.
+    pub kbs: Vec<String>,
 }
 
 /// The engine's word that a hit was checked against the caller's scope (tenant, ACL,
@@ -221,7 +224,9 @@ impl Engine {
     /// client gone): queued embedding work is dropped unrun and the stages check it,
     /// so abandoned work stops holding the machine and the caller's slot.
     pub fn search_until(&self, req: &SearchRequest, cancel: &Cancel) -> Result<SearchResponse> {
-        let scope = self.scope(&req.principal, req.as_of.unwrap_or(req.now))?;
+        let scope = self
+            .scope(&req.principal, req.as_of.unwrap_or(req.now))?
+            .within_kbs(&req.kbs);
         self.search_scoped_until(&scope, &req.query, req.mode, req.k, cancel)
     }
 

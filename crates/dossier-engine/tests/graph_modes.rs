@@ -52,6 +52,7 @@ fn search_k(engine: &Engine, who: &str, q: &str, mode: Mode, k: usize) -> Search
             k,
             now: date(NOW),
             as_of: None,
+            kbs: vec![],
         })
         .unwrap()
 }
@@ -348,6 +349,7 @@ fn deleting_a_source_removes_every_edge_it_supported() {
             k: 20,
             now: date(NOW),
             as_of: None,
+            kbs: vec![],
         })
         .unwrap()
         .hits
@@ -538,7 +540,7 @@ mod property {
                 .collect();
             let query = format!("{} doc{named}", WORDS[word]);
             for mode in Mode::GRAPH_MODES {
-                let r = engine.search(&SearchRequest { principal: format!("p{who}"), query: query.clone(), mode, k: 1, now: at, as_of: None }).unwrap();
+                let r = engine.search(&SearchRequest { principal: format!("p{who}"), query: query.clone(), mode, k: 1, now: at, as_of: None, kbs: vec![] }).unwrap();
                 let hits: HashSet<(String, String)> = r.hits.iter().map(|h| (h.doc_id.clone(), h.version.clone())).collect();
                 for h in &hits {
                     prop_assert!(allowed.contains(h), "{:?} leaked {:?}", mode, h);

@@ -105,6 +105,7 @@ impl Fixture {
                 k: 5,
                 now: date("2026-11-30"),
                 as_of: None,
+                kbs: vec![],
             },
             cancel,
         )

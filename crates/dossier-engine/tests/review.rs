@@ -30,6 +30,7 @@ fn docs_for(engine: &Engine, q: &str, now: &str) -> (Vec<String>, usize) {
             k: 20,
             now: now.parse::<NaiveDate>().unwrap(),
             as_of: None,
+            kbs: vec![],
         })
         .unwrap();
     let docs = r

@@ -50,6 +50,7 @@ fn search(
             k,
             now: date(now),
             as_of: as_of.map(date),
+            kbs: vec![],
         })
         .unwrap()
 }
@@ -249,6 +250,7 @@ fn unknown_principal_is_refused() {
             k: 5,
             now: date("2026-09-20"),
             as_of: None,
+            kbs: vec![],
         })
         .unwrap_err();
     assert!(matches!(err, Error::NotFound(_)));

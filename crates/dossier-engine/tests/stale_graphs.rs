@@ -125,6 +125,7 @@ fn check_reader(
                     k: 10,
                     now: date(),
                     as_of: None,
+                    kbs: vec![],
                 })
                 .unwrap();
             for h in &r.hits {

@@ -368,6 +368,20 @@ pub(crate) fn parse_principals(path: &Path, src: &str) -> Result<Item> {
         for g in &p.groups {
             guard::id("principal group", g, line_of(i))?;
         }
+        match &p.kbs {
+            Some(kbs) if kbs.is_empty() => {
+                return Err(Error::invalid(
+                    line_of(i),
+                    "`kbs: []` names no knowledge base; leave it out to read all of them",
+                ))
+            }
+            Some(kbs) => {
+                for k in kbs {
+                    guard::id("principal `kbs`", k, line_of(i))?;
+                }
+            }
+            None => {}
+        }
         if !seen.insert(p.id.as_str()) {
             return Err(Error::invalid(
                 line_of(i),

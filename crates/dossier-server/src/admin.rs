@@ -53,6 +53,9 @@ pub struct PrincipalOut {
     pub id: String,
     pub tenant: String,
     pub groups: Vec<String>,
+    /// The knowledge bases it reads documents from; absent: all of the tenant's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kbs: Option<Vec<String>>,
 }
 
 impl From<Principal> for PrincipalOut {
@@ -61,6 +64,7 @@ impl From<Principal> for PrincipalOut {
             id: p.id,
             tenant: p.tenant,
             groups: p.groups,
+            kbs: p.kbs,
         }
     }
 }
@@ -71,6 +75,9 @@ impl From<Principal> for PrincipalOut {
 pub struct PrincipalBody {
     #[serde(default)]
     pub groups: Vec<String>,
+    /// The knowledge bases its documents are read from; absent: all of the tenant's.
+    #[serde(default)]
+    pub kbs: Option<Vec<String>>,
 }
 
 #[utoipa::path(get, path = "/v1/principals", tag = "admin",
@@ -134,6 +141,26 @@ pub async fn put_principal(
             Failure::Invalid("ids and groups are 1–128 characters without spaces".into()),
         ));
     }
+    match &b.kbs {
+        Some(kbs) if kbs.is_empty() => {
+            return Err(ApiError::new(
+                &rid,
+                Failure::Invalid(
+                    "`kbs` names no knowledge base; leave it out to read all of them".into(),
+                ),
+            ))
+        }
+        Some(kbs) if kbs.len() > crate::routes::MAX_KBS || !kbs.iter().all(|k| valid(k)) => {
+            return Err(ApiError::new(
+                &rid,
+                Failure::Invalid(format!(
+                    "`kbs` takes at most {} ids of 1–128 characters without spaces",
+                    crate::routes::MAX_KBS
+                )),
+            ))
+        }
+        _ => {}
+    }
     // What an admin may do to principals: manage the tenant's *other* principals (any
     // groups). It cannot change its own — an admin key never widens its own reach — and
     // since keys are the operator's (the keys file), it cannot act as the principals it
@@ -164,7 +191,17 @@ pub async fn put_principal(
         let mut groups = b.groups;
         groups.sort();
         groups.dedup();
-        let p = Principal { id, tenant, groups };
+        let kbs = b.kbs.map(|mut k| {
+            k.sort();
+            k.dedup();
+            k
+        });
+        let p = Principal {
+            id,
+            tenant,
+            groups,
+            kbs,
+        };
         engine
             .store()
             .commit(dossier_engine::dossier_store::catalog::CommitBatch {

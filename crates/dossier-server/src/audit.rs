@@ -93,6 +93,8 @@ pub(crate) struct Pending {
     pub principal: String,
     pub tenant: String,
     pub groups: Vec<String>,
+    /// The knowledge bases read: the principal's, narrowed by the request's `kb`.
+    pub kbs: Option<Vec<String>>,
     pub route: &'static str,
     pub now: Option<NaiveDate>,
     pub as_of: Option<NaiveDate>,
@@ -111,6 +113,7 @@ impl Pending {
             finished_at: Utc::now(),
             principal: caller.principal.clone(),
             tenant: caller.tenant.clone(),
+            kbs: caller.scope.kbs().map(<[String]>::to_vec),
             groups,
             route,
             now: None,
@@ -124,6 +127,21 @@ impl Pending {
     pub fn dated(mut self, now: Option<NaiveDate>, as_of: Option<NaiveDate>) -> Pending {
         self.now = now;
         self.as_of = as_of;
+        self
+    }
+
+    /// The knowledge bases the request named (its scope is the caller's narrowed by
+    /// them, exactly as [`crate::routes::scope_of`] narrows it).
+    pub fn kbs(mut self, requested: Vec<String>) -> Pending {
+        if !requested.is_empty() {
+            let mut kbs = requested;
+            if let Some(own) = &self.kbs {
+                kbs.retain(|k| own.contains(k));
+            }
+            kbs.sort();
+            kbs.dedup();
+            self.kbs = Some(kbs);
+        }
         self
     }
 
@@ -357,6 +375,7 @@ fn record_of(p: Pending, questions: AuditQuestions) -> AuditRecord {
         principal: p.principal,
         tenant: p.tenant,
         groups: p.groups,
+        kbs: p.kbs,
         route: p.route.to_string(),
         now: p.now,
         as_of: p.as_of,
@@ -578,6 +597,7 @@ mod tests {
             principal: "u7".into(),
             tenant: "shop".into(),
             groups: vec![],
+            kbs: None,
             route: "/v1/search",
             now: None,
             as_of: None,

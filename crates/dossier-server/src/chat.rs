@@ -13,7 +13,7 @@
 //! **Invariants:**
 //! - **Identity comes only from the API key** ([`Caller`]). OpenAI's `user` field, a
 //!   system message claiming to be someone, or the `model` name never change who asks or
-//!   what may be read; the only Dossier options (`dossier: {now, as_of, mode}`) are the
+//!   what may be read; the only Dossier options (`dossier: {now, as_of, kb, mode}`) are the
 //!   ones `/v1/ask` takes and reject anything else.
 //! - The agent runs through [`run_ask`] like `/v1/ask`: the same cache, concurrency limit,
 //!   deadline, and the trajectory kept under the request id (`GET /v1/traces/{id}`).
@@ -147,6 +147,9 @@ pub struct ChatOptions {
     /// Judge document versions in force on this date.
     #[serde(default)]
     pub as_of: Option<NaiveDate>,
+    /// Only documents of these knowledge bases (within the key's own; at most 16).
+    #[serde(default)]
+    pub kb: Vec<String>,
     /// Only `global` (ask the community reports); absent: the agent picks its tools.
     #[serde(default)]
     pub mode: Option<String>,
@@ -195,6 +198,7 @@ struct Checked {
     prompt_text: String,
     now: Option<NaiveDate>,
     as_of: Option<NaiveDate>,
+    kb: Vec<String>,
     mode: Option<Mode>,
 }
 
@@ -253,6 +257,7 @@ fn check(req: &ChatCompletionRequest) -> Result<Checked, Failure> {
         prompt_text,
         now: opts.now,
         as_of: opts.as_of,
+        kb: opts.kb.clone(),
         mode,
     })
 }
@@ -500,6 +505,7 @@ pub async fn chat_completions(
         checked.now.unwrap_or(today),
     );
     ask.as_of = checked.as_of;
+    ask.kbs = crate::routes::kbs_of(&rid, &checked.kb)?;
     ask.mode = checked.mode;
     let (answer, cached) = run_ask(&state, &caller, ask, ROUTE).await?;
 

@@ -25,7 +25,7 @@ use utoipa::{OpenApi, ToSchema};
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody, Failure};
 use crate::jobs::JobInfo;
-use crate::routes::{blocking, body, query, scope_of, DateQuery};
+use crate::routes::{blocking, body, kbs_in_query, query, scope_of, DateQuery};
 use crate::AppState;
 
 /// Largest upload body: a bulk ingest may carry many files.
@@ -142,7 +142,7 @@ pub async fn list_documents(
 ) -> Result<Json<Vec<DocumentInfo>>, ApiError> {
     let rid = caller.request_id.clone();
     let q = query(&rid, q)?;
-    let scope = scope_of(&caller, q.now, q.as_of);
+    let scope = scope_of(&caller, q.now, q.as_of, &kbs_in_query(&rid, &q.kb)?);
     let engine = state.engine.clone();
     let docs = blocking(&rid, move || {
         engine
@@ -169,7 +169,7 @@ pub async fn document_versions(
 ) -> Result<Json<Vec<DocumentInfo>>, ApiError> {
     let rid = caller.request_id.clone();
     let q = query(&rid, q)?;
-    let scope = scope_of(&caller, q.now, q.as_of);
+    let scope = scope_of(&caller, q.now, q.as_of, &kbs_in_query(&rid, &q.kb)?);
     let engine = state.engine.clone();
     let docs = blocking(&rid, move || {
         let v = engine
@@ -200,7 +200,7 @@ pub async fn section(
 ) -> Result<Json<SectionView>, ApiError> {
     let rid = caller.request_id.clone();
     let q = query(&rid, q)?;
-    let scope = scope_of(&caller, q.now, q.as_of);
+    let scope = scope_of(&caller, q.now, q.as_of, &kbs_in_query(&rid, &q.kb)?);
     let engine = state.engine.clone();
     let s = blocking(&rid, move || {
         engine.section_of(&scope, &chunk_id).map_err(Failure::from)

@@ -73,6 +73,11 @@ fn date_props() -> Map<String, Value> {
         "as_of".into(),
         date("Judge the document versions in force on this date."),
     );
+    m.insert(
+        "kb".into(),
+        json!({"type": "array", "items": {"type": "string"}, "maxItems": crate::routes::MAX_KBS,
+               "description": "Only documents of these knowledge bases (within the key's own)."}),
+    );
     m
 }
 
@@ -306,9 +311,21 @@ fn request_for(
             .map(|(k, v)| match v {
                 Value::String(s) => Ok((k.clone(), s.clone())),
                 Value::Number(n) => Ok((k.clone(), n.to_string())),
+                // A list (`kb`) goes comma-separated, as the GET routes read it.
+                Value::Array(items) => items
+                    .iter()
+                    .map(|i| i.as_str().filter(|s| !s.contains(',')))
+                    .collect::<Option<Vec<_>>>()
+                    .map(|list| (k.clone(), list.join(",")))
+                    .ok_or_else(|| {
+                        RpcError(
+                            INVALID_PARAMS,
+                            format!("`{k}` must be a list of strings without commas"),
+                        )
+                    }),
                 _ => Err(RpcError(
                     INVALID_PARAMS,
-                    format!("`{k}` must be a string or a number"),
+                    format!("`{k}` must be a string, a number or a list of strings"),
                 )),
             })
             .collect::<Result<_, _>>()?;

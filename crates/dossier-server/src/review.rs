@@ -62,7 +62,7 @@ pub struct DecisionBody {
 
 /// Drops supporting text from versions the reviewer may not read.
 fn visible_evidence(engine: &dossier_engine::Engine, caller: &Caller, item: &mut ReviewItem) {
-    let scope = scope_of(caller, None, None);
+    let scope = scope_of(caller, None, None, &[]);
     item.evidence
         .retain(|e| engine.may_read_version(&scope, &e.doc_id, &e.version));
 }
@@ -95,7 +95,7 @@ pub async fn list(
     };
     let engine = state.engine.clone();
     let items = blocking(&rid, move || {
-        let scope = scope_of(&caller, None, None);
+        let scope = scope_of(&caller, None, None, &[]);
         let items = engine
             .review_list(Some(&caller.tenant), all)
             .map_err(Failure::from)?;
@@ -135,7 +135,7 @@ async fn find(state: &AppState, caller: &Caller, id: String) -> Result<ReviewIte
         let mut item = engine
             .review_show_in(Some(&caller2.tenant), &id)
             .map_err(Failure::from)?;
-        let scope = scope_of(&caller2, None, None);
+        let scope = scope_of(&caller2, None, None, &[]);
         if !engine
             .review_readable(&scope, &item)
             .map_err(Failure::from)?

@@ -63,6 +63,10 @@ pub struct SearchBody {
     /// Search the versions in force on this date.
     #[serde(default)]
     pub as_of: Option<NaiveDate>,
+    /// Only documents of these knowledge bases (within the key's own; at most 16);
+    /// absent or empty: all the key may read.
+    #[serde(default)]
+    pub kb: Vec<String>,
 }
 
 /// `POST /v1/ask`. The caller is the key's principal; the body cannot name one.
@@ -76,6 +80,10 @@ pub struct AskBody {
     /// Judge document versions in force on this date.
     #[serde(default)]
     pub as_of: Option<NaiveDate>,
+    /// Only documents of these knowledge bases (within the key's own; at most 16);
+    /// absent or empty: all the key may read.
+    #[serde(default)]
+    pub kb: Vec<String>,
     /// Only `global` (ask the community reports); absent: the agent picks its tools.
     #[serde(default)]
     pub mode: Option<String>,
@@ -97,6 +105,10 @@ pub struct DateQuery {
     /// Judge versions in force on this date.
     #[serde(default)]
     pub as_of: Option<NaiveDate>,
+    /// Only documents of these knowledge bases, comma-separated (within the key's own;
+    /// at most 16); absent: all the key may read.
+    #[serde(default)]
+    pub kb: Option<String>,
 }
 
 /// `GET /healthz`, `GET /readyz`.
@@ -142,9 +154,53 @@ where
     }
 }
 
-/// The caller's scope at a date (the as-of date, else the business date, else today).
-pub(crate) fn scope_of(caller: &Caller, now: Option<NaiveDate>, as_of: Option<NaiveDate>) -> Scope {
-    caller.scope.judged_at(as_of.or(now).unwrap_or_else(today))
+/// The caller's scope at a date (the as-of date, else the business date, else today),
+/// reading only the knowledge bases the request names (checked by [`kbs_of`]).
+pub(crate) fn scope_of(
+    caller: &Caller,
+    now: Option<NaiveDate>,
+    as_of: Option<NaiveDate>,
+    kbs: &[String],
+) -> Scope {
+    caller
+        .scope
+        .judged_at(as_of.or(now).unwrap_or_else(today))
+        .within_kbs(kbs)
+}
+
+/// The most knowledge bases one request may name.
+pub const MAX_KBS: usize = 16;
+
+/// The knowledge bases a request names, checked: at most [`MAX_KBS`], each an id. A kb
+/// the key may not read is not an error — it reads like one that does not exist.
+pub(crate) fn kbs_of(rid: &RequestId, kbs: &[String]) -> Result<Vec<String>, ApiError> {
+    let bad = |why: String| ApiError::new(rid, Failure::Invalid(why));
+    if kbs.len() > MAX_KBS {
+        return Err(bad(format!(
+            "`kb` names {} knowledge bases; at most {MAX_KBS}",
+            kbs.len()
+        )));
+    }
+    for k in kbs {
+        if dossier_core::ids::check_id("kb", k).is_err()
+            || k.trim().is_empty()
+            || k.len() > 128
+            || k.chars().any(|c| c.is_control() || c.is_whitespace())
+        {
+            return Err(bad("`kb` ids are 1–128 characters without spaces".into()));
+        }
+    }
+    Ok(kbs.to_vec())
+}
+
+/// [`kbs_of`] for a query string's comma-separated `kb`.
+pub(crate) fn kbs_in_query(rid: &RequestId, kb: &Option<String>) -> Result<Vec<String>, ApiError> {
+    let list: Vec<String> = kb
+        .iter()
+        .flat_map(|k| k.split(','))
+        .map(|k| k.trim().to_string())
+        .collect();
+    kbs_of(rid, &list)
 }
 
 fn generation(engine: &Engine) -> Result<u64, Failure> {
@@ -301,6 +357,7 @@ pub async fn search(
     let pending = |outcome| {
         Pending::of(&caller, "/v1/search", &b.query, outcome)
             .dated(b.now, b.as_of)
+            .kbs(b.kb.clone())
             .mode(Some(b.mode.as_deref().unwrap_or("graph")))
     };
     let out = run_search(&state, &caller, b.clone()).await;
@@ -350,13 +407,21 @@ async fn run_search(
         k,
         now: b.now.unwrap_or_else(today),
         as_of: b.as_of,
+        kbs: kbs_of(&rid, &b.kb)?,
     };
     let generation = tenant_generation(&state.engine, &caller.tenant);
     let key = cache_key(
         caller,
         "search",
         generation,
-        &(req.query.as_str(), mode.name(), k, req.now, req.as_of),
+        &(
+            req.query.as_str(),
+            mode.name(),
+            k,
+            req.now,
+            req.as_of,
+            &req.kbs,
+        ),
     );
     if let Some(v) = state.cache.get(&key) {
         state.metrics.cache_hit("/v1/search");
@@ -484,6 +549,7 @@ pub async fn ask(
     state.recent_queries.push(&caller.principal, &b.question);
     let mut req = AskRequest::new(&caller.principal, &b.question, b.now.unwrap_or_else(today));
     req.as_of = b.as_of;
+    req.kbs = kbs_of(&rid, &b.kb)?;
     req.mode = mode;
     req.budget = dossier_agent::Budget::within(
         &state.limits.config().ask_budget,
@@ -506,6 +572,7 @@ pub(crate) async fn run_ask(
     route: &'static str,
 ) -> Result<(Arc<Value>, bool), ApiError> {
     let (question, now, as_of, mode) = (req.question.clone(), req.now, req.as_of, req.mode);
+    let kbs = req.kbs.clone();
     let out = answer_ask(state, caller, req, route).await;
     let outcome = match &out {
         Ok((value, hit, reasons)) => {
@@ -532,6 +599,7 @@ pub(crate) async fn run_ask(
     state.audit.submit(
         Pending::of(caller, route, &question, outcome)
             .dated(Some(now), as_of)
+            .kbs(kbs)
             .mode(mode.map(|m| m.name())),
     );
     out.map(|(v, hit, _)| (v, hit))
@@ -563,6 +631,7 @@ async fn answer_ask(
             req.question.as_str(),
             req.now,
             req.as_of,
+            &req.kbs,
             req.mode.map(|m| m.name()),
             serde_json::to_string(&req.budget).unwrap_or_default(),
         ),
@@ -651,7 +720,7 @@ pub async fn graph_entity(
     let rid = caller.request_id.clone();
     let q = query(&rid, q)?;
     let engine = state.engine.clone();
-    let scope = scope_of(&caller, q.now, q.as_of);
+    let scope = scope_of(&caller, q.now, q.as_of, &kbs_in_query(&rid, &q.kb)?);
     let v = blocking(&rid, move || {
         let e = engine.graph_entity(&scope, &name).map_err(Failure::from)?;
         serde_json::to_value(&e).map_err(|e| Failure::Internal(e.to_string()))
@@ -672,6 +741,10 @@ pub struct NeighborsQuery {
     pub now: Option<NaiveDate>,
     #[serde(default)]
     pub as_of: Option<NaiveDate>,
+    /// Only documents of these knowledge bases, comma-separated (within the key's own;
+    /// at most 16); absent: all the key may read.
+    #[serde(default)]
+    pub kb: Option<String>,
 }
 
 #[utoipa::path(get, path = "/v1/graph/neighbors/{name}", tag = "graph",
@@ -698,7 +771,7 @@ pub async fn graph_neighbors(
         ));
     }
     let engine = state.engine.clone();
-    let scope = scope_of(&caller, q.now, q.as_of);
+    let scope = scope_of(&caller, q.now, q.as_of, &kbs_in_query(&rid, &q.kb)?);
     let v = blocking(&rid, move || {
         let g = engine
             .graph_neighbors(&scope, &name, hops)
@@ -725,6 +798,10 @@ pub struct PathQuery {
     pub now: Option<NaiveDate>,
     #[serde(default)]
     pub as_of: Option<NaiveDate>,
+    /// Only documents of these knowledge bases, comma-separated (within the key's own;
+    /// at most 16); absent: all the key may read.
+    #[serde(default)]
+    pub kb: Option<String>,
 }
 
 /// A shortest chain of visible edges, or none.
@@ -759,7 +836,7 @@ pub async fn graph_path(
         ));
     }
     let engine = state.engine.clone();
-    let scope = scope_of(&caller, q.now, q.as_of);
+    let scope = scope_of(&caller, q.now, q.as_of, &kbs_in_query(&rid, &q.kb)?);
     let edges = blocking(&rid, move || {
         engine
             .graph_path(&scope, &q.from, &q.to, max_hops)
@@ -783,6 +860,10 @@ pub struct EvidenceBody {
     pub now: Option<NaiveDate>,
     #[serde(default)]
     pub as_of: Option<NaiveDate>,
+    /// Only documents of these knowledge bases (within the key's own; at most 16);
+    /// absent or empty: all the key may read.
+    #[serde(default)]
+    pub kb: Vec<String>,
 }
 
 #[utoipa::path(post, path = "/v1/graph/evidence", tag = "graph",
@@ -806,7 +887,7 @@ pub async fn graph_evidence(
         ));
     }
     let engine = state.engine.clone();
-    let scope = scope_of(&caller, b.now, b.as_of);
+    let scope = scope_of(&caller, b.now, b.as_of, &kbs_of(&rid, &b.kb)?);
     let v = blocking(&rid, move || {
         let g = engine
             .evidence_subgraph(&scope, &b.cites)

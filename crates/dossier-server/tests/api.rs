@@ -179,6 +179,7 @@ async fn search_is_the_engines_answer_for_the_keys_principal() {
                 k: 3,
                 now: "2026-09-20".parse().unwrap(),
                 as_of: None,
+                kbs: vec![],
             })
             .unwrap()
     })

@@ -449,6 +449,7 @@ async fn the_maintenance_loop_prunes_entries_past_the_retention() {
             principal: "u7".into(),
             tenant: "shop".into(),
             groups: vec!["customer".into()],
+            kbs: None,
             route: "/v1/search".into(),
             now: None,
             as_of: None,

@@ -13,6 +13,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use common::masks::{mask_value, masked};
 use common::world::{seeds, World};
 use common::{Reply, Server};
 use dossier_server::{hash_key, KeyStore};
@@ -61,69 +62,6 @@ async fn fixture_server(engine: Arc<dossier_engine::Engine>) -> Server {
     server.state.keys.reload().unwrap();
     let _ = KeyStore::load(&server.keys_path).unwrap();
     server
-}
-
-/// Names whose values are timings or clocks: masked, since they may differ run to run.
-fn is_timing(key: &str) -> bool {
-    key.ends_with("_ms")
-        || key.ends_with("_at")
-        || matches!(
-            key,
-            "elapsed" | "created" | "max_wall" | "id" | "system_fingerprint"
-        )
-}
-
-fn mask_value(v: &mut Value, subs: &[(&str, &str)]) {
-    match v {
-        // JSON carried as text (an MCP tool result's content) is masked as JSON.
-        Value::String(s) if s.starts_with('{') && serde_json::from_str::<Value>(s).is_ok() => {
-            let mut inner: Value = serde_json::from_str(s).unwrap();
-            mask_value(&mut inner, subs);
-            *v = inner;
-        }
-        Value::String(s) => {
-            for (from, to) in subs {
-                if !from.is_empty() && s.contains(from) {
-                    *s = s.replace(from, to);
-                }
-            }
-        }
-        Value::Array(a) => a.iter_mut().for_each(|x| mask_value(x, subs)),
-        Value::Object(o) => {
-            for (k, x) in o.iter_mut() {
-                if is_timing(k) && (x.is_number() || x.is_string()) {
-                    *x = Value::Null;
-                } else {
-                    mask_value(x, subs);
-                }
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Status, headers (less `date`; `content-length` follows from the body) and the body
-/// with `id` and the request id masked.
-fn masked(r: &Reply, id: &str) -> (u16, Vec<(String, String)>, Value) {
-    let rid = r.request_id.clone();
-    let subs = [(id, "<ID>"), (rid.as_str(), "<RID>")];
-    let mut headers: Vec<(String, String)> = r
-        .headers
-        .iter()
-        .filter(|(k, _)| !matches!(k.as_str(), "date" | "x-request-id" | "content-length"))
-        .map(|(k, v)| {
-            let v = v.to_str().unwrap_or("<binary>").replace(id, "<ID>");
-            (k.as_str().to_string(), v)
-        })
-        .collect();
-    headers.sort();
-    let mut body = if r.body.is_null() {
-        Value::String(r.text.clone())
-    } else {
-        r.body.clone()
-    };
-    mask_value(&mut body, &subs);
-    (r.status, headers, body)
 }
 
 /// One request shape, with the identifier spliced in.

@@ -98,6 +98,7 @@ async fn engine_search(
         k: 10,
         now: "2026-11-30".parse().unwrap(),
         as_of: None,
+        kbs: vec![],
     };
     tokio::task::spawn_blocking(move || engine.search(&req).unwrap())
         .await

@@ -45,6 +45,10 @@ pub struct AuditEntry {
     /// The principal's tenant and groups as the store held them for this request.
     pub tenant: String,
     pub groups: Vec<String>,
+    /// The knowledge bases the request was limited to (the principal's own, narrowed
+    /// by the request's `kb`); absent: all of the tenant's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kbs: Option<Vec<String>>,
     /// `/v1/search`, `/v1/ask` or `/v1/chat/completions` (MCP tool calls run as these).
     pub route: String,
     /// The business date and the as-of date the request was judged at, as asked.

@@ -39,7 +39,7 @@ pub use audit::{
 };
 pub use catalog::{Catalog, CatalogBackend, ChangeSet, DocEntry, FoldStats, StoredChunk};
 pub use generations::GenerationInfo;
-pub use scope::Scope;
+pub use scope::{ReaderKey, Scope};
 pub use store::{CommitStats, Manifest, Snapshot, Store, StoreLocation, FORMAT_VERSION};
 pub use view::DocsView;
 

@@ -9,15 +9,27 @@ use chrono::NaiveDate;
 use dossier_core::{DocumentVersion, Principal};
 use serde::Serialize;
 
-/// Tenant, groups and the date versions are judged in force at, of one stored
-/// principal.
+/// Tenant, groups, knowledge bases and the date versions are judged in force at, of one
+/// stored principal.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Scope {
     principal_id: String,
     tenant: String,
     groups: Vec<String>,
+    /// The knowledge bases documents are read from (sorted); `None`: every one.
+    kbs: Option<Vec<String>>,
     /// Versions are judged in force on this date (`--as-of`, or else `--now`).
     at: NaiveDate,
+}
+
+/// What decides which documents a scope admits, apart from the date: the key of every
+/// cache of admission sets and graph views, so that no two scopes that read differently
+/// can share an entry.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ReaderKey {
+    tenant: String,
+    groups: Vec<String>,
+    kbs: Option<Vec<String>>,
 }
 
 impl Scope {
@@ -27,7 +39,40 @@ impl Scope {
             principal_id: p.id.clone(),
             tenant: p.tenant.clone(),
             groups: p.groups.clone(),
+            kbs: p.kbs.clone().map(sorted),
             at,
+        }
+    }
+
+    /// The knowledge bases documents are read from; `None`: all of the tenant's.
+    pub fn kbs(&self) -> Option<&[String]> {
+        self.kbs.as_deref()
+    }
+
+    /// The same principal reading only the knowledge bases a request names: never wider
+    /// than the principal's own. A named kb the principal may not read, and one that does
+    /// not exist, both leave nothing to read from it — they read the same. An empty list
+    /// names none and changes nothing.
+    pub fn within_kbs(&self, requested: &[String]) -> Scope {
+        if requested.is_empty() {
+            return self.clone();
+        }
+        let mut kbs = sorted(requested.to_vec());
+        if let Some(allowed) = &self.kbs {
+            kbs.retain(|k| allowed.binary_search(k).is_ok());
+        }
+        Scope {
+            kbs: Some(kbs),
+            ..self.clone()
+        }
+    }
+
+    /// The key of what this scope admits (see [`ReaderKey`]).
+    pub fn reader_key(&self) -> ReaderKey {
+        ReaderKey {
+            tenant: self.tenant.clone(),
+            groups: sorted(self.groups.clone()),
+            kbs: self.kbs.clone(),
         }
     }
 
@@ -54,9 +99,90 @@ impl Scope {
         Scope { at, ..self.clone() }
     }
 
-    /// Tenant and ACL admission of one document version (validity is judged apart,
-    /// see [`dossier_core::validity`]).
+    /// Tenant, ACL and knowledge-base admission of one document version (validity is
+    /// judged apart, see [`dossier_core::validity`]).
     pub fn may_read(&self, d: &DocumentVersion) -> bool {
-        d.tenant == self.tenant && d.readable_by(&self.groups)
+        d.tenant == self.tenant
+            && d.readable_by(&self.groups)
+            && self.kbs.as_ref().is_none_or(|kbs| {
+                d.kb.as_ref()
+                    .is_some_and(|kb| kbs.binary_search(kb).is_ok())
+            })
+    }
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v.dedup();
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn principal(kbs: Option<&[&str]>) -> Principal {
+        Principal {
+            id: "p".into(),
+            tenant: "t".into(),
+            groups: vec![],
+            kbs: kbs.map(|k| k.iter().map(|s| s.to_string()).collect()),
+        }
+    }
+
+    fn doc(kb: Option<&str>) -> DocumentVersion {
+        DocumentVersion {
+            doc_id: "d".into(),
+            version: "1".into(),
+            title: String::new(),
+            tenant: "t".into(),
+            kb: kb.map(str::to_string),
+            acl: None,
+            effective_from: None,
+            effective_to: None,
+            supersedes: None,
+            supersedes_evidence: None,
+            depends_on: vec![],
+            source_uri: String::new(),
+            kind: dossier_core::DocKind::Markdown,
+            digest: String::new(),
+        }
+    }
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_request_narrows_the_principals_knowledge_bases_and_never_widens_them() {
+        let at = NaiveDate::from_ymd_opt(2026, 1, 1).unwrap();
+        let limited = Scope::of_stored(&principal(Some(&["hr", "it"])), at);
+        let open = Scope::of_stored(&principal(None), at);
+        // No request list: the principal's own.
+        assert!(open.may_read(&doc(None)) && open.may_read(&doc(Some("x"))));
+        assert!(!limited.may_read(&doc(None)) && limited.may_read(&doc(Some("hr"))));
+        // A list narrows; a kb outside the principal's reads like one that does not exist.
+        let s = limited.within_kbs(&names(&["it", "finance"]));
+        assert_eq!(s.kbs(), Some(&names(&["it"])[..]));
+        assert!(!s.may_read(&doc(Some("finance"))) && !s.may_read(&doc(Some("hr"))));
+        let s = limited.within_kbs(&names(&["finance"]));
+        assert_eq!(s.kbs(), Some(&[][..]));
+        assert!(!s.may_read(&doc(Some("hr"))) && !s.may_read(&doc(None)));
+        assert_eq!(
+            limited.within_kbs(&names(&["finance"])).reader_key(),
+            limited.within_kbs(&names(&["ghost"])).reader_key()
+        );
+        // An open principal reads what the request names, and no document without a kb.
+        let s = open.within_kbs(&names(&["hr"]));
+        assert!(s.may_read(&doc(Some("hr"))) && !s.may_read(&doc(None)));
+        // The date moves; the knowledge bases stay.
+        assert_eq!(s.judged_at(at.succ_opt().unwrap()).kbs(), s.kbs());
+        // Different readers never share a cache key.
+        assert_ne!(open.reader_key(), limited.reader_key());
+        assert_ne!(
+            open.reader_key(),
+            open.within_kbs(&names(&["hr"])).reader_key()
+        );
+        assert_eq!(open.reader_key(), open.within_kbs(&[]).reader_key());
     }
 }

@@ -85,7 +85,7 @@ pub struct DocsView {
 }
 
 /// What an admission set depends on: tenant, sorted groups, date.
-type ScopeKey = (String, Vec<String>, chrono::NaiveDate);
+type ScopeKey = (crate::scope::ReaderKey, chrono::NaiveDate);
 
 /// Distinct scopes whose admission sets a view keeps.
 const ADMIT_CACHE_SIZE: usize = 1024;
@@ -555,9 +555,7 @@ impl DocsView {
 
     /// The admission set of a scope (the principal id does not enter into it).
     pub fn admit(&self, scope: &Scope) -> Admit {
-        let mut groups = scope.groups().to_vec();
-        groups.sort();
-        let key = (scope.tenant().to_string(), groups, scope.at());
+        let key = (scope.reader_key(), scope.at());
         if let Some(a) = self.admit_cache.lock().get(&key) {
             return a.clone();
         }

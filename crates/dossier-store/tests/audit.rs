@@ -20,6 +20,7 @@ fn entry(rid: &str, principal: &str, route: &str, at: DateTime<Utc>) -> AuditEnt
         principal: principal.into(),
         tenant: if principal == "ops" { "acme" } else { "shop" }.into(),
         groups: vec!["customer".into()],
+        kbs: None,
         route: route.into(),
         now: None,
         as_of: None,
