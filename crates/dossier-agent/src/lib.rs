@@ -466,7 +466,15 @@ impl<'a> Agent<'a> {
             .engine
             .scope(&req.principal, as_of)?
             .within_kbs(&req.kbs);
-        let searched = time.as_ref().map_or_else(
+        let time = time.map(|t| when::QuestionTime {
+            changed: t.applied
+                && !self
+                    .engine
+                    .admits_the_same(&scope, &scope.judged_at(req.now)),
+            ..t
+        });
+        // Sufficiency is judged without the time words (they became the date).
+        let judged = time.as_ref().map_or_else(
             || req.question.clone(),
             |t| when::without_words(&req.question, t),
         );
@@ -480,7 +488,7 @@ impl<'a> Agent<'a> {
             scope,
             now: req.now,
             mode: req.mode,
-            sub_questions: text::sub_questions(&searched)
+            sub_questions: text::sub_questions(&req.question)
                 .into_iter()
                 .map(|t| SubQuestion {
                     text: t,
@@ -539,7 +547,7 @@ impl<'a> Agent<'a> {
 
         state.term_weights = self
             .tools
-            .term_weights(&state.scope, &searched)
+            .term_weights(&state.scope, &judged)
             .unwrap_or_default()
             .into_iter()
             .collect();
@@ -564,7 +572,7 @@ impl<'a> Agent<'a> {
         )
         .entered();
         state.route = router::route(
-            &searched,
+            &req.question,
             &refs
                 .iter()
                 .map(|r| format!("{}/{}", r.table, r.key))
@@ -817,7 +825,7 @@ impl<'a> Agent<'a> {
         };
         // A date taken from the question's words is said, so the reader can see which
         // versions were judged (a program statement, not a claim: it cites nothing).
-        if let Some(t) = state.time.as_ref().filter(|t| t.applied) {
+        if let Some(t) = state.time.as_ref().filter(|t| t.applied && t.changed) {
             answer = format!(
                 "{}\n{answer}",
                 when::judged_note(t, text::is_chinese(&state.question))

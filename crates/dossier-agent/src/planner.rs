@@ -567,10 +567,16 @@ pub(crate) fn judge(state: &mut State) {
         }
         let all = texts.join("\n");
         let lower = all.to_lowercase();
-        let ids_ok = identifiers(&sq.text)
+        // The question's time words became the date versions were judged at: no
+        // passage needs to repeat them.
+        let asked = match &state.time {
+            Some(t) if sq.text.contains(&t.words) => crate::when::without_words(&sq.text, t),
+            _ => sq.text.clone(),
+        };
+        let ids_ok = identifiers(&asked)
             .iter()
             .all(|id| lower.contains(&id.to_lowercase()));
-        let terms = content_terms(&sq.text);
+        let terms = content_terms(&asked);
         let have: HashSet<String> = content_terms(&all).into_iter().collect();
         // Terms weigh by how specific they are in the caller's text (idf): a passage
         // that shares the question's common words but not its names is no answer.
@@ -590,11 +596,11 @@ pub(crate) fn judge(state: &mut State) {
         // that scattered words across unrelated passages do not pass for an answer.
         // A question that asks for a time or a quantity is answered only by a sentence
         // that holds one (beyond what the question itself states).
-        let wanted = crate::text::answer_kind(&sq.text);
+        let wanted = crate::text::answer_kind(&asked);
         let best_sentence = texts
             .iter()
             .flat_map(|t| sentences(t))
-            .filter(|s| wanted.is_none_or(|k| k.found_in(s, &sq.text)))
+            .filter(|s| wanted.is_none_or(|k| k.found_in(s, &asked)))
             .map(|s| {
                 let st: HashSet<String> = content_terms(&s).into_iter().collect();
                 terms.iter().filter(|t| st.contains(*t)).count()

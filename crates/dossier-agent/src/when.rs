@@ -28,6 +28,10 @@ pub struct QuestionTime {
     /// Whether the answer was judged at `as_of`; false when the request's explicit
     /// as-of date won.
     pub applied: bool,
+    /// Whether judging at `as_of` admits other document versions than judging at the
+    /// business clock would; the answer states the date only then (a date that changes
+    /// nothing, as in a question about an event, is not worth a sentence).
+    pub changed: bool,
 }
 
 /// The time the question's words name, if any (the first expression in it).
@@ -66,11 +70,13 @@ pub fn in_question(question: &str, now: NaiveDate) -> Option<QuestionTime> {
         to,
         as_of,
         applied: true,
+        changed: false,
     })
 }
 
-/// The question without its time words: what is searched and judged for sufficiency
-/// (the words became a date; as text they would only ask every passage to mention it).
+/// A question (or sub-question) without its time words: what is judged for sufficiency
+/// (the words became a date; as terms they would ask every passage to mention it).
+/// Searches keep them: in an undated corpus a date is a good search term.
 pub fn without_words(question: &str, t: &QuestionTime) -> String {
     question.replacen(&t.words, " ", 1).trim().to_string()
 }

@@ -49,7 +49,8 @@ fn versions(r: &AskResponse, doc: &str) -> Vec<String> {
 fn scenario_questions_with_time_words_are_answered_from_the_version_then_in_force() {
     let dir = tempfile::tempdir().unwrap();
     let engine = common::open_scenarios(dir.path());
-    // (question, now, doc, version expected, date the words give)
+    // (question, now, doc, version expected, date the words give, whether that date
+    // admits other versions than today: only then does the answer state it)
     let cases = [
         // api-auth-as-of, with the date in the words instead of as_of.
         (
@@ -58,6 +59,7 @@ fn scenario_questions_with_time_words_are_answered_from_the_version_then_in_forc
             "api-auth",
             "1.0",
             "2025-06-30",
+            true,
         ),
         (
             "去年 API 的认证方式是什么？",
@@ -65,6 +67,7 @@ fn scenario_questions_with_time_words_are_answered_from_the_version_then_in_forc
             "api-auth",
             "1.0",
             "2025-12-31",
+            true,
         ),
         (
             "截至 2025 年，API 的认证方式是什么？",
@@ -72,6 +75,7 @@ fn scenario_questions_with_time_words_are_answered_from_the_version_then_in_forc
             "api-auth",
             "1.0",
             "2025-12-31",
+            true,
         ),
         // api-auth-current: words that name the present keep today's version.
         (
@@ -80,6 +84,7 @@ fn scenario_questions_with_time_words_are_answered_from_the_version_then_in_forc
             "api-auth",
             "2.0",
             "2026-11-30",
+            false,
         ),
         // return-before-v2: V2 took effect on 2026-09-01; last month was August.
         (
@@ -88,6 +93,7 @@ fn scenario_questions_with_time_words_are_answered_from_the_version_then_in_forc
             "headphone-policy",
             "V1",
             "2026-08-31",
+            true,
         ),
         (
             "按本月的耳机退货政策，没拆封的耳机能无理由退货吗？",
@@ -95,16 +101,19 @@ fn scenario_questions_with_time_words_are_answered_from_the_version_then_in_forc
             "headphone-policy",
             "V2",
             "2026-09-20",
+            false,
         ),
     ];
     let mut failed = Vec::new();
-    for (question, now, doc, version, at) in cases {
+    for (question, now, doc, version, at, changed) in cases {
         let r = ask(&engine, question, now, None);
         let time = r.trace.time.clone();
         let cited = versions(&r, doc);
         let ok = cited == [version]
-            && time.as_ref().is_some_and(|t| t.applied && t.as_of == d(at))
-            && r.answer.contains(at);
+            && time
+                .as_ref()
+                .is_some_and(|t| t.applied && t.as_of == d(at) && t.changed == changed)
+            && r.answer.contains(&format!("按 {at} 判断")) == changed;
         eprintln!(
             "{question} → {cited:?} {:?}",
             time.as_ref().map(|t| t.as_of)
@@ -117,8 +126,8 @@ fn scenario_questions_with_time_words_are_answered_from_the_version_then_in_forc
 }
 
 /// Words and flag are one thing: a question with time words gets the answer (status,
-/// citations, conclusions) that the question without them gets with the date as
-/// `as_of`, in either language.
+/// citations, conclusions) that it gets with the same date given as `as_of`, in either
+/// language — the words only ever move the date.
 #[test]
 fn time_words_answer_as_the_as_of_flag_does() {
     let dir = tempfile::tempdir().unwrap();
@@ -138,8 +147,7 @@ fn time_words_answer_as_the_as_of_flag_does() {
     ] {
         let worded = ask(&engine, question, now, None);
         let t = worded.trace.time.clone().expect("time words found");
-        let plain = dossier_agent::when::without_words(question, &t);
-        let flagged = ask(&engine, &plain, now, Some(&t.as_of.to_string()));
+        let flagged = ask(&engine, question, now, Some(&t.as_of.to_string()));
         let view = |r: &AskResponse| {
             (
                 r.status,
@@ -154,12 +162,8 @@ fn time_words_answer_as_the_as_of_flag_does() {
             )
         };
         assert_eq!(view(&worded), view(&flagged), "{question}");
-        assert!(
-            worded.answer.contains(&t.as_of.to_string()),
-            "{}",
-            worded.answer
-        );
-        assert!(flagged.trace.time.is_none());
+        let flag_time = flagged.trace.time.expect("the words are recorded");
+        assert!(t.applied && !flag_time.applied);
     }
 }
 
@@ -183,6 +187,16 @@ fn an_explicit_as_of_wins_over_the_words_and_the_trace_says_so() {
     let r = ask(&engine, "当前 API 的认证方式是什么？", "2026-11-30", None);
     assert!(r.trace.time.is_none());
     assert_eq!(versions(&r, "api-auth"), ["2.0"]);
+    assert!(!r.answer.contains("判断："), "{}", r.answer);
+    // Nor does a date that admits nothing else (an event's date in an undated corpus).
+    let r = ask(
+        &engine,
+        "2026 年 11 月 28 日 API 的认证方式是什么？",
+        "2026-11-30",
+        None,
+    );
+    let t = r.trace.time.expect("the words are recorded");
+    assert!(t.applied && !t.changed, "{t:?}");
     assert!(!r.answer.contains("判断："), "{}", r.answer);
 }
 

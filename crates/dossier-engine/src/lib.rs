@@ -183,6 +183,13 @@ impl Engine {
             .ok_or_else(|| Error::NotFound(format!("unknown principal {id}")))
     }
 
+    /// Whether two scopes admit exactly the same document versions (an as-of date that
+    /// changes nothing, say).
+    pub fn admits_the_same(&self, a: &Scope, b: &Scope) -> bool {
+        let snap = self.store.snapshot();
+        snap.view.admit(a).same_members(&snap.view.admit(b))
+    }
+
     /// Removes `DOC` (every version) or `DOC@VERSION` and everything derived from it.
     /// With several tenants holding the id, `tenant` must say which.
     pub fn delete(&self, spec: &str, tenant: Option<&str>) -> Result<Vec<String>> {

@@ -53,6 +53,11 @@ impl Admit {
         self.id
     }
 
+    /// Whether `other` holds exactly the same document versions.
+    pub fn same_members(&self, other: &Admit) -> bool {
+        self.count == other.count && self.bits == other.bits
+    }
+
     pub fn is_everything(&self) -> bool {
         self.everything
     }
