@@ -34,6 +34,16 @@ pub struct ServeArgs {
     /// Expensive operations (ask, chat, graph-mode search, jobs) each tenant may run at once.
     #[arg(long, default_value_t = 8)]
     concurrency: usize,
+    /// Sustained requests per second of one principal (its own quota, inside its
+    /// tenant's rate).
+    #[arg(long, default_value_t = 20.0)]
+    principal_rate: f64,
+    /// Requests one principal may send at once above its sustained rate.
+    #[arg(long, default_value_t = 40)]
+    principal_burst: u32,
+    /// Expensive operations one principal may run at once (inside its tenant's).
+    #[arg(long, default_value_t = 4)]
+    principal_concurrency: usize,
     /// Deadline of an ask, in milliseconds (past it the answer is partial and says so).
     #[arg(long, default_value_t = 30_000)]
     ask_deadline_ms: u64,
@@ -104,6 +114,15 @@ pub fn run(engine: Engine, args: &ServeArgs) -> Result<ExitCode> {
     if args.rate.is_nan() || args.rate <= 0.0 || args.burst == 0 || args.concurrency == 0 {
         anyhow::bail!("--rate, --burst and --concurrency must be above zero");
     }
+    if args.principal_rate.is_nan()
+        || args.principal_rate <= 0.0
+        || args.principal_burst == 0
+        || args.principal_concurrency == 0
+    {
+        anyhow::bail!(
+            "--principal-rate, --principal-burst and --principal-concurrency must be above zero"
+        );
+    }
     let keys = KeyStore::load(&args.keys)?;
     engine.set_query_cache_capacity(args.query_vector_entries);
     let config = ServerConfig {
@@ -111,6 +130,9 @@ pub fn run(engine: Engine, args: &ServeArgs) -> Result<ExitCode> {
             rate_per_sec: args.rate,
             burst: args.burst,
             expensive_concurrency: args.concurrency,
+            principal_rate_per_sec: args.principal_rate,
+            principal_burst: args.principal_burst,
+            principal_concurrency: args.principal_concurrency,
             ask_deadline: Duration::from_millis(args.ask_deadline_ms.max(1)),
             search_deadline: Duration::from_millis(args.search_deadline_ms.max(1)),
             ask_budget: dossier_agent::Budget {

@@ -258,10 +258,11 @@ impl FromRequestParts<AppState> for Caller {
         .map_err(|e| Failure::Internal(e.to_string()))
         .and_then(|r| r);
         let (entry, p) = found.map_err(|f| ApiError::new(&request_id, f))?;
-        // Every authenticated request counts against its tenant's rate.
+        // Every authenticated request counts against its tenant's rate and its
+        // principal's own.
         state
             .limits
-            .check_rate(p.tenant())
+            .check_rate(p.tenant(), &entry.principal)
             .map_err(|f| ApiError::new(&request_id, f))?;
         Ok(Caller {
             principal: entry.principal,

@@ -37,9 +37,17 @@ pub enum Failure {
     /// A field of the request is larger than the server takes (`what`, `limit`).
     TooLarge { what: &'static str, limit: usize },
     /// The tenant sent more requests than its rate allows; retry after this many seconds.
-    RateLimited { retry_after_secs: u64 },
+    /// Over a rate: the tenant's, or the principal's own quota (`principal`).
+    RateLimited {
+        retry_after_secs: u64,
+        principal: bool,
+    },
     /// The tenant already runs as many expensive operations as it may at once.
-    Busy { retry_after_secs: u64 },
+    /// No expensive slot free: the tenant's, or the principal's own (`principal`).
+    Busy {
+        retry_after_secs: u64,
+        principal: bool,
+    },
     /// The work did not finish within the request's deadline.
     DeadlineExceeded,
     /// The server is shutting down and takes no new work.
@@ -71,9 +79,12 @@ impl Failure {
     /// Seconds a client should wait before retrying, for the `Retry-After` header.
     pub fn retry_after(&self) -> Option<u64> {
         match self {
-            Failure::RateLimited { retry_after_secs } | Failure::Busy { retry_after_secs } => {
-                Some((*retry_after_secs).max(1))
+            Failure::RateLimited {
+                retry_after_secs, ..
             }
+            | Failure::Busy {
+                retry_after_secs, ..
+            } => Some((*retry_after_secs).max(1)),
             Failure::ShuttingDown => Some(5),
             _ => None,
         }
@@ -142,18 +153,28 @@ impl Failure {
                 "invalid_request_error",
                 format!("{what} is longer than the {limit} characters the server takes"),
             ),
-            Failure::RateLimited { retry_after_secs } => (
+            Failure::RateLimited {
+                retry_after_secs,
+                principal,
+            } => (
                 StatusCode::TOO_MANY_REQUESTS,
                 "rate_limited",
                 "rate_limit_error",
-                format!("the tenant's request rate is exceeded; retry after {retry_after_secs} s"),
+                format!(
+                    "{} request rate is exceeded; retry after {retry_after_secs} s",
+                    whose(*principal)
+                ),
             ),
-            Failure::Busy { retry_after_secs } => (
+            Failure::Busy {
+                retry_after_secs,
+                principal,
+            } => (
                 StatusCode::TOO_MANY_REQUESTS,
                 "too_many_concurrent",
                 "rate_limit_error",
                 format!(
-                    "the tenant already runs as many expensive requests as it may; retry after {retry_after_secs} s"
+                    "{} already runs as many expensive requests as it may; retry after {retry_after_secs} s",
+                    if *principal { "this key's principal" } else { "the tenant" }
                 ),
             ),
             Failure::DeadlineExceeded => (
@@ -178,6 +199,15 @@ impl Failure {
     }
 }
 
+/// Whose rate a `rate_limited` answer names.
+fn whose(principal: bool) -> &'static str {
+    if principal {
+        "this key's principal's"
+    } else {
+        "the tenant's"
+    }
+}
+
 impl From<dossier_engine::Error> for Failure {
     fn from(e: dossier_engine::Error) -> Failure {
         match e {
@@ -185,6 +215,7 @@ impl From<dossier_engine::Error> for Failure {
             dossier_engine::Error::Invalid(m) => Failure::Invalid(m),
             dossier_engine::Error::Cancelled(_) => Failure::DeadlineExceeded,
             dossier_engine::Error::Busy(_) => Failure::Busy {
+                principal: false,
                 retry_after_secs: 1,
             },
             other => Failure::Internal(other.to_string()),

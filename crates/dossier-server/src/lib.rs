@@ -214,7 +214,7 @@ impl AppState {
     ) -> Result<limits::ExpensivePermit, ApiError> {
         self.begin_write(caller)?;
         self.limits
-            .expensive(&caller.tenant)
+            .expensive(&caller.tenant, &caller.principal)
             .map_err(|f| ApiError::new(&caller.request_id, f))
     }
 

@@ -1,5 +1,7 @@
-//! Protection under load: per-tenant request rates and per-tenant concurrency of
-//! expensive operations.
+//! Protection under load: request rates and concurrency of expensive operations, per
+//! tenant and, beside them, per principal (so that one key cannot use up its tenant's
+//! share: each principal has its own, smaller bucket and slots, and a request must fit
+//! both).
 //!
 //! - **Rate**: every tenant has a token bucket of `burst` tokens refilled at
 //!   `rate_per_sec`; each authenticated request takes one. An empty bucket answers
@@ -31,6 +33,12 @@ pub struct LimitConfig {
     pub burst: u32,
     /// Expensive operations (ask, graph-mode search, chat, jobs) running at once per tenant.
     pub expensive_concurrency: usize,
+    /// Sustained requests per second of one principal (within its tenant's).
+    pub principal_rate_per_sec: f64,
+    /// Requests one principal may send at once above its sustained rate.
+    pub principal_burst: u32,
+    /// Expensive operations one principal may run at once (within its tenant's).
+    pub principal_concurrency: usize,
     /// Deadline of an ask (the agent's wall budget; past it the answer is partial).
     pub ask_deadline: Duration,
     /// Deadline of a search.
@@ -46,6 +54,9 @@ impl Default for LimitConfig {
             rate_per_sec: 50.0,
             burst: 100,
             expensive_concurrency: 8,
+            principal_rate_per_sec: 20.0,
+            principal_burst: 40,
+            principal_concurrency: 4,
             ask_deadline: Duration::from_secs(30),
             search_deadline: Duration::from_secs(10),
             ask_budget: dossier_agent::Budget::default(),
@@ -63,8 +74,15 @@ struct Bucket {
     at: Instant,
 }
 
-/// Expensive operations running, per tenant; shared with the permits.
-type Running = Arc<Mutex<HashMap<String, usize>>>;
+/// Whose bucket or slots: a tenant's, or one principal's own.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Holder {
+    Tenant(String),
+    Principal(String),
+}
+
+/// Expensive operations running, per holder; shared with the permits.
+type Running = Arc<Mutex<HashMap<Holder, usize>>>;
 
 /// How many requests the limits turned away, by reason.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -78,7 +96,7 @@ pub struct Rejections {
 /// The limits in force for every tenant.
 pub struct Limits {
     config: LimitConfig,
-    buckets: Mutex<HashMap<String, Bucket>>,
+    buckets: Mutex<HashMap<Holder, Bucket>>,
     running: Running,
     rejected_rate: AtomicU64,
     rejected_busy: AtomicU64,
@@ -90,7 +108,7 @@ pub struct Limits {
 /// Held while an expensive operation runs; dropping it frees the tenant's slot.
 pub struct ExpensivePermit {
     running: Running,
-    tenant: String,
+    holders: [Holder; 2],
     since: Instant,
     hold_ms: Arc<AtomicU64>,
 }
@@ -116,55 +134,104 @@ impl Limits {
         &self.config
     }
 
-    /// Counts one request of `tenant`; `Failure::RateLimited` when over its rate.
-    pub fn check_rate(&self, tenant: &str) -> Result<(), Failure> {
-        self.check_rate_at(tenant, Instant::now())
+    /// Counts one request of `principal` in `tenant`; `Failure::RateLimited` when over
+    /// either's rate (nothing is taken from either then).
+    pub fn check_rate(&self, tenant: &str, principal: &str) -> Result<(), Failure> {
+        self.check_rate_at(tenant, principal, Instant::now())
     }
 
-    /// [`Limits::check_rate`] at a given instant (an instant earlier than the bucket's
+    /// [`Limits::check_rate`] at a given instant (an instant earlier than a bucket's
     /// last one refills nothing).
-    fn check_rate_at(&self, tenant: &str, now: Instant) -> Result<(), Failure> {
-        let rate = self.config.rate_per_sec;
-        let burst = f64::from(self.config.burst.max(1));
+    fn check_rate_at(&self, tenant: &str, principal: &str, now: Instant) -> Result<(), Failure> {
+        let c = &self.config;
+        let holders = [
+            (
+                Holder::Tenant(tenant.to_string()),
+                c.rate_per_sec,
+                f64::from(c.burst.max(1)),
+            ),
+            (
+                Holder::Principal(principal.to_string()),
+                c.principal_rate_per_sec,
+                f64::from(c.principal_burst.max(1)),
+            ),
+        ];
         let mut buckets = lock(&self.buckets);
-        if buckets.len() >= PRUNE_AT && !buckets.contains_key(tenant) {
-            buckets.retain(|_, b| refilled(b, now, rate, burst) < burst);
+        if buckets.len() >= PRUNE_AT {
+            let (tenant_rate, tenant_burst) = (holders[0].1, holders[0].2);
+            let (own_rate, own_burst) = (holders[1].1, holders[1].2);
+            buckets.retain(|h, b| match h {
+                Holder::Tenant(_) => refilled(b, now, tenant_rate, tenant_burst) < tenant_burst,
+                Holder::Principal(_) => refilled(b, now, own_rate, own_burst) < own_burst,
+            });
         }
-        let b = buckets.entry(tenant.to_string()).or_insert(Bucket {
-            tokens: burst,
-            at: now,
-        });
-        b.tokens = refilled(b, now, rate, burst);
-        b.at = now.max(b.at);
-        if b.tokens >= 1.0 {
-            b.tokens -= 1.0;
-            return Ok(());
+        // Both must hold a token; the longest wait is the one to tell.
+        let mut wait: Option<(u64, bool)> = None;
+        for (h, rate, burst) in &holders {
+            let b = buckets.entry(h.clone()).or_insert(Bucket {
+                tokens: *burst,
+                at: now,
+            });
+            b.tokens = refilled(b, now, *rate, *burst);
+            b.at = now.max(b.at);
+            if b.tokens < 1.0 {
+                let secs = secs_until_token(1.0 - b.tokens, *rate);
+                let principal = matches!(h, Holder::Principal(_));
+                if wait.is_none_or(|(w, _)| secs > w) {
+                    wait = Some((secs, principal));
+                }
+            }
         }
-        // Honest: the time until the bucket holds one whole token again.
-        let retry_after_secs = secs_until_token(1.0 - b.tokens, rate);
-        drop(buckets);
-        self.rejected_rate.fetch_add(1, Ordering::Relaxed);
-        Err(Failure::RateLimited { retry_after_secs })
+        if let Some((retry_after_secs, principal)) = wait {
+            drop(buckets);
+            self.rejected_rate.fetch_add(1, Ordering::Relaxed);
+            return Err(Failure::RateLimited {
+                retry_after_secs,
+                principal,
+            });
+        }
+        for (h, ..) in &holders {
+            if let Some(b) = buckets.get_mut(h) {
+                b.tokens -= 1.0;
+            }
+        }
+        Ok(())
     }
 
-    /// A slot for one expensive operation of `tenant`, without waiting;
-    /// `Failure::Busy` when all its slots are taken.
-    pub fn expensive(&self, tenant: &str) -> Result<ExpensivePermit, Failure> {
+    /// A slot for one expensive operation of `principal` in `tenant`, without waiting;
+    /// `Failure::Busy` when all of either's slots are taken.
+    pub fn expensive(&self, tenant: &str, principal: &str) -> Result<ExpensivePermit, Failure> {
+        let holders = [
+            Holder::Tenant(tenant.to_string()),
+            Holder::Principal(principal.to_string()),
+        ];
+        let limits = [
+            self.config.expensive_concurrency,
+            self.config.principal_concurrency,
+        ];
         let mut running = lock(&self.running);
-        if running.get(tenant).copied().unwrap_or(0) >= self.config.expensive_concurrency {
+        let full = holders
+            .iter()
+            .zip(limits)
+            .find(|(h, limit)| running.get(*h).copied().unwrap_or(0) >= *limit);
+        if let Some((h, _)) = full {
+            let principal = matches!(h, Holder::Principal(_));
             drop(running);
             self.rejected_busy.fetch_add(1, Ordering::Relaxed);
             let hold = self.hold_ms.load(Ordering::Relaxed);
             return Err(Failure::Busy {
                 // The typical time a slot is held, at least a second, at most a minute.
                 retry_after_secs: hold.div_ceil(1000).clamp(1, 60),
+                principal,
             });
         }
-        *running.entry(tenant.to_string()).or_insert(0) += 1;
+        for h in &holders {
+            *running.entry(h.clone()).or_insert(0) += 1;
+        }
         drop(running);
         Ok(ExpensivePermit {
             running: self.running.clone(),
-            tenant: tenant.to_string(),
+            holders,
             since: Instant::now(),
             hold_ms: self.hold_ms.clone(),
         })
@@ -172,12 +239,19 @@ impl Limits {
 
     /// Expensive operations of `tenant` running now.
     pub fn running(&self, tenant: &str) -> usize {
-        lock(&self.running).get(tenant).copied().unwrap_or(0)
+        lock(&self.running)
+            .get(&Holder::Tenant(tenant.to_string()))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Expensive operations running now, all tenants together.
     pub fn running_total(&self) -> usize {
-        lock(&self.running).values().sum()
+        lock(&self.running)
+            .iter()
+            .filter(|(h, _)| matches!(h, Holder::Tenant(_)))
+            .map(|(_, n)| n)
+            .sum()
     }
 
     /// Requests turned away since start, by reason.
@@ -219,10 +293,12 @@ pub const MAX_RETRY_AFTER: u64 = 86_400;
 impl Drop for ExpensivePermit {
     fn drop(&mut self) {
         let mut running = lock(&self.running);
-        if let Some(n) = running.get_mut(&self.tenant) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                running.remove(&self.tenant);
+        for h in &self.holders {
+            if let Some(n) = running.get_mut(h) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    running.remove(h);
+                }
             }
         }
         drop(running);
@@ -240,18 +316,24 @@ impl Drop for ExpensivePermit {
 mod tests {
     use super::*;
 
+    /// Tenant limits as given; principals' own quotas out of the way.
     fn limits(rate: f64, burst: u32, slots: usize) -> Limits {
         Limits::new(LimitConfig {
             rate_per_sec: rate,
             burst,
             expensive_concurrency: slots,
+            principal_rate_per_sec: 1e9,
+            principal_burst: u32::MAX,
+            principal_concurrency: usize::MAX,
             ..LimitConfig::default()
         })
     }
 
     fn retry_after(r: Result<(), Failure>) -> u64 {
         match r {
-            Err(Failure::RateLimited { retry_after_secs }) => retry_after_secs,
+            Err(Failure::RateLimited {
+                retry_after_secs, ..
+            }) => retry_after_secs,
             other => panic!("expected rate_limited, got {other:?}"),
         }
     }
@@ -261,22 +343,22 @@ mod tests {
         let l = limits(2.0, 3, 1);
         let t0 = Instant::now();
         for _ in 0..3 {
-            l.check_rate_at("shop", t0).unwrap();
+            l.check_rate_at("shop", "u", t0).unwrap();
         }
         // Empty: one token is back after 0.5 s, which rounds up to 1 s.
-        assert_eq!(retry_after(l.check_rate_at("shop", t0)), 1);
+        assert_eq!(retry_after(l.check_rate_at("shop", "u", t0)), 1);
         // Another tenant has its own bucket.
-        l.check_rate_at("acme", t0).unwrap();
+        l.check_rate_at("acme", "u", t0).unwrap();
         // 0.5 s later exactly one token is back.
         let t1 = t0 + Duration::from_millis(500);
-        l.check_rate_at("shop", t1).unwrap();
-        assert!(l.check_rate_at("shop", t1).is_err());
+        l.check_rate_at("shop", "u", t1).unwrap();
+        assert!(l.check_rate_at("shop", "u", t1).is_err());
         // A long pause refills to the burst, not beyond.
         let t2 = t1 + Duration::from_secs(60);
         for _ in 0..3 {
-            l.check_rate_at("shop", t2).unwrap();
+            l.check_rate_at("shop", "u", t2).unwrap();
         }
-        assert!(l.check_rate_at("shop", t2).is_err());
+        assert!(l.check_rate_at("shop", "u", t2).is_err());
         assert_eq!(l.rejections().rate, 3);
         assert_eq!(l.rejections().concurrency, 0);
     }
@@ -285,50 +367,59 @@ mod tests {
     fn retry_after_is_the_time_until_one_token() {
         let l = limits(0.1, 1, 1);
         let t0 = Instant::now();
-        l.check_rate_at("shop", t0).unwrap();
-        assert_eq!(retry_after(l.check_rate_at("shop", t0)), 10);
+        l.check_rate_at("shop", "u", t0).unwrap();
+        assert_eq!(retry_after(l.check_rate_at("shop", "u", t0)), 10);
         // 4 s later 0.4 of a token is back: 6 s to go.
         assert_eq!(
-            retry_after(l.check_rate_at("shop", t0 + Duration::from_secs(4))),
+            retry_after(l.check_rate_at("shop", "u", t0 + Duration::from_secs(4))),
             6
         );
         // Waiting what it said admits the request.
-        l.check_rate_at("shop", t0 + Duration::from_secs(10))
+        l.check_rate_at("shop", "u", t0 + Duration::from_secs(10))
             .unwrap();
         // A rate of zero never refills: the longest retry-after, not a panic.
         let z = limits(0.0, 1, 1);
-        z.check_rate_at("shop", t0).unwrap();
-        assert_eq!(retry_after(z.check_rate_at("shop", t0)), MAX_RETRY_AFTER);
+        z.check_rate_at("shop", "u", t0).unwrap();
+        assert_eq!(
+            retry_after(z.check_rate_at("shop", "u", t0)),
+            MAX_RETRY_AFTER
+        );
     }
 
     #[test]
     fn full_buckets_are_pruned() {
         let l = limits(1000.0, 5, 1);
         let t0 = Instant::now();
-        for i in 0..PRUNE_AT {
-            l.check_rate_at(&format!("t{i}"), t0).unwrap();
+        // A tenant's bucket and its principal's, per request.
+        for i in 0..PRUNE_AT / 2 {
+            l.check_rate_at(&format!("t{i}"), &format!("p{i}"), t0)
+                .unwrap();
         }
         assert_eq!(lock(&l.buckets).len(), PRUNE_AT);
-        // A second later every bucket is full again: the next new tenant prunes them.
-        l.check_rate_at("new", t0 + Duration::from_secs(1)).unwrap();
-        assert_eq!(lock(&l.buckets).len(), 1);
+        // A second later every bucket is full again: the next request prunes them.
+        l.check_rate_at("new", "u", t0 + Duration::from_secs(1))
+            .unwrap();
+        assert_eq!(lock(&l.buckets).len(), 2);
     }
 
     #[test]
     fn expensive_slots_are_per_tenant_and_freed_on_drop() {
         let l = limits(1.0, 1, 2);
-        let a = l.expensive("shop").unwrap();
-        let b = l.expensive("shop").unwrap();
-        match l.expensive("shop") {
-            Err(Failure::Busy { retry_after_secs }) => assert!(retry_after_secs >= 1),
+        let a = l.expensive("shop", "u-shop").unwrap();
+        let b = l.expensive("shop", "u-shop").unwrap();
+        match l.expensive("shop", "u-shop") {
+            Err(Failure::Busy {
+                retry_after_secs,
+                principal: false,
+            }) => assert!(retry_after_secs >= 1),
             other => panic!("expected busy, got {:?}", other.err()),
         }
         assert_eq!(l.running("shop"), 2);
         // Another tenant is not affected.
-        let c = l.expensive("acme").unwrap();
+        let c = l.expensive("acme", "u-acme").unwrap();
         assert_eq!(l.running_total(), 3);
         drop(a);
-        let a2 = l.expensive("shop").unwrap();
+        let a2 = l.expensive("shop", "u-shop").unwrap();
         // A permit may be dropped on another thread (it travels into spawn_blocking).
         std::thread::spawn(move || drop(b)).join().unwrap();
         drop((a2, c));
@@ -336,5 +427,67 @@ mod tests {
         // No counter is left behind for idle tenants.
         assert!(lock(&l.running).is_empty());
         assert_eq!(l.rejections().concurrency, 1);
+    }
+
+    #[test]
+    fn a_principal_has_its_own_rate_inside_its_tenants() {
+        let l = Limits::new(LimitConfig {
+            rate_per_sec: 1.0,
+            burst: 5,
+            principal_rate_per_sec: 1.0,
+            principal_burst: 2,
+            ..LimitConfig::default()
+        });
+        let t0 = Instant::now();
+        l.check_rate_at("shop", "u7", t0).unwrap();
+        l.check_rate_at("shop", "u7", t0).unwrap();
+        // u7's own bucket is empty; the answer names the principal, not the tenant.
+        match l.check_rate_at("shop", "u7", t0) {
+            Err(Failure::RateLimited {
+                principal: true,
+                retry_after_secs: 1,
+            }) => {}
+            other => panic!("expected the principal's rate_limited, got {other:?}"),
+        }
+        // The refusal took nothing from the tenant: three more of its requests fit.
+        for who in ["u8", "u8", "zhang"] {
+            l.check_rate_at("shop", who, t0).unwrap();
+        }
+        // Now the tenant's is empty too, for everyone in it.
+        match l.check_rate_at("shop", "oncall", t0) {
+            Err(Failure::RateLimited {
+                principal: false, ..
+            }) => {}
+            other => panic!("expected the tenant's rate_limited, got {other:?}"),
+        }
+        assert_eq!(l.rejections().rate, 2);
+    }
+
+    #[test]
+    fn a_principal_has_its_own_expensive_slots_inside_its_tenants() {
+        let l = Limits::new(LimitConfig {
+            expensive_concurrency: 3,
+            principal_concurrency: 1,
+            ..LimitConfig::default()
+        });
+        let a = l.expensive("shop", "u7").unwrap();
+        match l.expensive("shop", "u7") {
+            Err(Failure::Busy {
+                principal: true, ..
+            }) => {}
+            other => panic!("expected the principal's busy, got {:?}", other.err()),
+        }
+        let b = l.expensive("shop", "u8").unwrap();
+        let c = l.expensive("shop", "zhang").unwrap();
+        match l.expensive("shop", "oncall") {
+            Err(Failure::Busy {
+                principal: false, ..
+            }) => {}
+            other => panic!("expected the tenant's busy, got {:?}", other.err()),
+        }
+        assert_eq!(l.running("shop"), 3);
+        drop((a, b, c));
+        assert!(lock(&l.running).is_empty());
+        l.expensive("shop", "u7").unwrap();
     }
 }

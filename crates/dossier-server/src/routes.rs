@@ -434,7 +434,7 @@ async fn run_search(
         Some(
             state
                 .limits
-                .expensive(&caller.tenant)
+                .expensive(&caller.tenant, &caller.principal)
                 .map_err(|f| ApiError::new(&rid, f))?,
         )
     } else {
@@ -645,7 +645,7 @@ async fn answer_ask(
             state.metrics.cache_miss(route);
             let permit = state
                 .limits
-                .expensive(&caller.tenant)
+                .expensive(&caller.tenant, &caller.principal)
                 .map_err(|f| ApiError::new(&rid, f))?;
             // The agent's own wall budget is the deadline, so a slow run ends with an
             // honest partial answer; the outer timeout only catches a stuck tool.

@@ -165,7 +165,11 @@ async fn expensive_work_beyond_the_tenants_slots_gets_429_until_one_is_free() {
     )
     .await;
     // Something else of shop holds its only slot.
-    let held = s.state.limits.expensive("shop").unwrap();
+    let held = s
+        .state
+        .limits
+        .expensive("shop", "another-shop-key")
+        .unwrap();
     assert_eq!(s.state.limits.running("shop"), 1);
 
     let graph = s.search("key-u7", "耳机退货", "graph").await;
@@ -191,6 +195,54 @@ async fn expensive_work_beyond_the_tenants_slots_gets_429_until_one_is_free() {
     // The permits of the finished requests went back.
     assert_eq!(s.state.limits.running_total(), 0);
     assert_eq!(s.state.limits.rejections().concurrency, 2);
+    s.stop().await;
+}
+
+/// One key cannot use up its tenant's share: a principal has its own slots (and rate)
+/// inside the tenant's, and the refusal says whose limit it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_principal_over_its_own_quota_is_refused_while_its_tenant_goes_on() {
+    let s = Server::start_with(
+        shared_engine(),
+        &KEYS,
+        config(LimitConfig {
+            expensive_concurrency: 8,
+            principal_concurrency: 1,
+            principal_rate_per_sec: 0.001,
+            principal_burst: 3,
+            ..LimitConfig::default()
+        }),
+        None,
+    )
+    .await;
+    // u7 holds its one slot: its graph search is refused, zhang's (same tenant) is not.
+    let held = s.state.limits.expensive("shop", "u7").unwrap();
+    let refused = s.search("key-u7", "耳机退货", "graph").await;
+    assert_429(&refused, "too_many_concurrent");
+    assert!(
+        refused.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("principal"),
+        "{}",
+        refused.text
+    );
+    let other = s.search("key-zhang", "耳机退货", "graph").await;
+    assert_eq!(other.status, 200, "{}", other.text);
+    drop(held);
+    // u7's own rate: its burst of 3 went (one above), one more request is refused, and
+    // zhang still gets through.
+    let _ = s.search("key-u7", "耳机退货", "bm25").await;
+    let _ = s.search("key-u7", "耳机退货", "bm25").await;
+    let r = s.search("key-u7", "耳机退货", "bm25").await;
+    assert_429(&r, "rate_limited");
+    assert!(
+        r.body["message"].as_str().unwrap().contains("principal"),
+        "{}",
+        r.text
+    );
+    let z = s.search("key-zhang", "耳机退货", "bm25").await;
+    assert_eq!(z.status, 200, "{}", z.text);
     s.stop().await;
 }
 

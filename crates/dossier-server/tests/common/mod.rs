@@ -142,6 +142,25 @@ impl Server {
         config: ServerConfig,
         model: Option<Arc<dyn dossier_llm::ChatModel>>,
     ) -> Server {
+        // Tests send bursts from one key; a principal's own quota is tested on its own
+        // (protection.rs). Unless a test set principal limits, each principal may use
+        // its tenant's whole rate and slots.
+        let mut config = config;
+        let d = dossier_server::LimitConfig::default();
+        let l = &mut config.limits;
+        if (
+            l.principal_rate_per_sec,
+            l.principal_burst,
+            l.principal_concurrency,
+        ) == (
+            d.principal_rate_per_sec,
+            d.principal_burst,
+            d.principal_concurrency,
+        ) {
+            l.principal_rate_per_sec = l.rate_per_sec;
+            l.principal_burst = l.burst;
+            l.principal_concurrency = l.expensive_concurrency;
+        }
         let dir = tempfile::tempdir().unwrap();
         let keys_path = dir.path().join("keys.yaml");
         write_keys(&keys_path, keys);
