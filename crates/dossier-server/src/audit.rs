@@ -3,7 +3,7 @@
 //! agent's trace of an ask beside it; `GET /v1/audit` lists entries to operators.
 //!
 //! **Writes never slow or fail a request.** A finished request hands its entry to
-//! [`Auditor::submit`], which only puts it on a bounded queue (`try_send`: never
+//! `Auditor::submit`, which only puts it on a bounded queue (`try_send`: never
 //! waits). One thread per server drains the queue, builds the entries (walking the
 //! answer's JSON, serialising the trace) and appends them in batches, one store
 //! transaction per batch — off the async runtime and off every request, because an
@@ -17,7 +17,7 @@
 //! `forbidden`, the record that exists but is someone else's); `GET /v1/audit` needs an
 //! operator key and answers every other key the 403 of every operator route. A stored
 //! trace is served only through `GET /v1/traces/{id}` to the principal who made the
-//! request ([`crate::traces`]).
+//! request (`crate::traces`).
 //!
 //! **Questions are kept as digests by default** (`--audit-questions digest`): the entry
 //! keeps the BLAKE3 of the question or query, and its text only with `text`. The trace

@@ -6,8 +6,8 @@
 //!
 //! Both backends keep it beside their catalog, behind the catalog seam
 //! ([`crate::CatalogBackend`] requires [`AuditLog`]): the embedded one in redb tables of
-//! `catalog.redb` ([`embedded`]), the shared one in the `audit_log` and `audit_traces`
-//! tables of the database ([`shared`]). The audit log is not part of the catalog's
+//! `catalog.redb` (`embedded`), the shared one in the `audit_log` and `audit_traces`
+//! tables of the database (`shared`). The audit log is not part of the catalog's
 //! change log: an append is no commit, moves no generation and invalidates nothing.
 //!
 //! **Who reads it:** only operators (the server's `GET /v1/audit` needs an operator key;
