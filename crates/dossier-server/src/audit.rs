@@ -41,6 +41,7 @@ use dossier_engine::dossier_store::audit::{
     MAX_PAGE,
 };
 use dossier_engine::dossier_store::CatalogBackend;
+use dossier_engine::dossier_store::Scope;
 use dossier_engine::Engine;
 use serde::Deserialize;
 use serde_json::Value;
@@ -130,18 +131,10 @@ impl Pending {
         self
     }
 
-    /// The knowledge bases the request named (its scope is the caller's narrowed by
-    /// them, exactly as [`crate::routes::scope_of`] narrows it).
-    pub fn kbs(mut self, requested: Vec<String>) -> Pending {
-        if !requested.is_empty() {
-            let mut kbs = requested;
-            if let Some(own) = &self.kbs {
-                kbs.retain(|k| own.contains(k));
-            }
-            kbs.sort();
-            kbs.dedup();
-            self.kbs = Some(kbs);
-        }
+    /// The knowledge bases the request read: those of its scope (the caller's, narrowed
+    /// by the request's `kb` through [`Scope::within_kbs`], as the route narrowed it).
+    pub fn read_in(mut self, scope: &Scope) -> Pending {
+        self.kbs = scope.kbs().map(<[String]>::to_vec);
         self
     }
 

@@ -357,7 +357,7 @@ pub async fn search(
     let pending = |outcome| {
         Pending::of(&caller, "/v1/search", &b.query, outcome)
             .dated(b.now, b.as_of)
-            .kbs(b.kb.clone())
+            .read_in(&caller.scope.within_kbs(&b.kb))
             .mode(Some(b.mode.as_deref().unwrap_or("graph")))
     };
     let out = run_search(&state, &caller, b.clone()).await;
@@ -599,7 +599,7 @@ pub(crate) async fn run_ask(
     state.audit.submit(
         Pending::of(caller, route, &question, outcome)
             .dated(Some(now), as_of)
-            .kbs(kbs)
+            .read_in(&caller.scope.within_kbs(&kbs))
             .mode(mode.map(|m| m.name())),
     );
     out.map(|(v, hit, _)| (v, hit))
