@@ -806,6 +806,26 @@ mod tests {
     }
 
     #[test]
+    fn hostile_questions_name_no_time_or_a_valid_one_and_never_panic() {
+        let now = d("2026-11-30");
+        let long = "2025年".repeat(700) + &"上周 ".repeat(300);
+        for q in [
+            long.as_str(),
+            "２０２５年６月的规定",
+            "٢٠٢٥-٠٦-٠١",
+            "9999-99-99 0000-00-00 2025-02-29",
+            "999 years ago and 999 days ago",
+            "三十一月三十一日",
+            "\u{0}2025年\u{202e}3月",
+        ] {
+            if let Some(t) = in_question(q, now) {
+                assert!(t.from <= t.to && q.contains(&t.words), "{q:?}: {t:?}");
+            }
+        }
+        assert_eq!(in_question("２０２５年６月的规定", now), None);
+    }
+
+    #[test]
     fn chinese_numbers_read_as_written() {
         for (s, n) in [
             ("一", 1),
