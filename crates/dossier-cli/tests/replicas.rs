@@ -162,10 +162,12 @@ impl Replica {
             .arg(index_dir)
             .args(["serve", "--addr", "127.0.0.1:0", "--keys"])
             .arg(keys)
-            // The scope check sends a few hundred requests a second per tenant: above
-            // the default rate (50/s), whose 429s would make the comparison vacuous.
+            // The scope check sends a few hundred requests a second per tenant and per
+            // key: above the default rates (50/s a tenant, 20/s a principal), whose 429s
+            // would make the comparison vacuous.
             .args(["--quiet", "--follow-ms", "100", "--rate", "100000"])
-            .args(["--burst", "100000"])
+            .args(["--burst", "100000", "--principal-rate", "100000"])
+            .args(["--principal-burst", "100000", "--principal-concurrency", "8"])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
