@@ -54,6 +54,19 @@ pub fn propose_relations(
     tenant: &str,
     limit: usize,
 ) -> crate::Result<ExtractReport> {
+    // The tenant's text reaches the model as a reader with no groups would see it.
+    let masking = engine
+        .store()
+        .pii_masker_for(tenant, &[])
+        .filter(|m| m.masks_text())
+        .map(|masker| crate::masking::MaskingModel {
+            inner: model,
+            masker,
+        });
+    let model: &dyn ChatModel = match &masking {
+        Some(m) => m,
+        None => model,
+    };
     let mut report = ExtractReport::default();
     let mut candidates = Vec::new();
     for chunk in engine.tenant_chunks(tenant, limit)? {

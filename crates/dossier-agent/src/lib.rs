@@ -26,6 +26,7 @@ pub mod budget;
 pub mod conditions;
 pub mod extract;
 pub mod inject;
+pub mod masking;
 pub mod model;
 pub mod planner;
 pub mod reports;
@@ -466,6 +467,15 @@ impl<'a> Agent<'a> {
             .engine
             .scope(&req.principal, as_of)?
             .within_kbs(&req.kbs);
+        // The model sees what the reader may see: every prompt masked with its masker.
+        let masking = match (self.model, scope.masker_shared().filter(|m| m.masks_text())) {
+            (Some(inner), Some(masker)) => Some(masking::MaskingModel { inner, masker }),
+            _ => None,
+        };
+        let model: Option<&dyn dossier_llm::ChatModel> = match &masking {
+            Some(m) => Some(m),
+            None => self.model,
+        };
         let time = time.map(|t| when::QuestionTime {
             changed: t.applied
                 && !self
@@ -605,7 +615,7 @@ impl<'a> Agent<'a> {
 
         // Plan → act → judge, in rounds.
         let mut det = DeterministicPlanner::default();
-        let mut model_planner = self.model.map(model::ModelPlanner::new);
+        let mut model_planner = model.map(model::ModelPlanner::new);
         let planner_name = if model_planner.is_some() {
             "model"
         } else {
@@ -745,7 +755,7 @@ impl<'a> Agent<'a> {
             draft.answer = checked.text;
             claims.extend(checked.claims);
         }
-        if let Some(m) = self.model {
+        if let Some(m) = model {
             if budget.admit_model_call() && !draft.citations.is_empty() {
                 let t = Instant::now();
                 match model::write_answer(m, &state, &draft) {

@@ -15,6 +15,7 @@ mod setup;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use chrono::NaiveDate;
@@ -45,6 +46,11 @@ struct Cli {
     /// Hybrid fusion: `convex` or `convex:W` (default convex:0.7; W is the dense weight, 0..1), or `rrf` or `rrf:W` (W multiplies the dense ranks).
     #[arg(long, global = true, env = "DOSSIER_FUSION")]
     fusion: Option<String>,
+    /// PII policy (YAML): per tenant, the kinds of value masked for readers outside its
+    /// `unmask_groups` (email, phone, id_number, bank_card, address, own patterns).
+    /// Off when unset; record fields marked `sensitive` are hidden either way.
+    #[arg(long, global = true, env = "DOSSIER_PII")]
+    pii: Option<PathBuf>,
     /// Print JSON instead of text.
     #[arg(long, global = true)]
     json: bool,
@@ -333,17 +339,46 @@ fn open_existing(cli: &Cli) -> Result<Engine> {
             location.shown()
         );
     }
-    open_with(location, &cli.embedder, cli.fusion.as_deref())
+    open_with(location, cli)
 }
 
-fn open_with(location: StoreLocation, spec: &str, fusion: Option<&str>) -> Result<Engine> {
+fn open_with(location: StoreLocation, cli: &Cli) -> Result<Engine> {
     let shown = location.shown();
+    // The policy first: a bad one is refused before the store is touched.
+    let pii = match &cli.pii {
+        Some(path) => Some(load_pii(path)?),
+        None => None,
+    };
     let mut engine =
-        Engine::open(location, spec).with_context(|| format!("opening store {shown}"))?;
-    if let Some(f) = fusion {
+        Engine::open(location, &cli.embedder).with_context(|| format!("opening store {shown}"))?;
+    if let Some(f) = cli.fusion.as_deref() {
         engine.set_fusion(f.parse()?);
     }
+    if let Some(p) = pii {
+        engine.store().set_pii_policy(p);
+    }
     Ok(engine)
+}
+
+/// Reads and compiles a PII policy file (`--pii`).
+fn load_pii(path: &Path) -> Result<Arc<dossier_core::pii::PiiPolicy>> {
+    const MAX_BYTES: u64 = 1 << 20;
+    let size = std::fs::metadata(path)
+        .with_context(|| format!("reading PII policy {}", path.display()))?
+        .len();
+    if size > MAX_BYTES {
+        bail!(
+            "PII policy {}: {size} bytes; at most {MAX_BYTES}",
+            path.display()
+        );
+    }
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading PII policy {}", path.display()))?;
+    let spec: dossier_core::pii::PolicySpec =
+        serde_norway::from_str(&text).with_context(|| format!("PII policy {}", path.display()))?;
+    let policy = dossier_core::pii::PiiPolicy::compile(&spec)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    Ok(Arc::new(policy))
 }
 
 /// A shadow run's queries: JSONL, one `{"principal": …, "query": …}` per line.
@@ -571,7 +606,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             if paths.is_empty() {
                 bail!("nothing to ingest: name files or directories");
             }
-            let engine = open_with(store_location(cli), &cli.embedder, cli.fusion.as_deref())?;
+            let engine = open_with(store_location(cli), cli)?;
             let report = engine.ingest(paths, &mut Bar::new())?;
             // Commits left their vectors in the index's tail; link them now, so that
             // the next process opens a complete index (a server does this in the
@@ -704,7 +739,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
                 }
             };
             let dir = location.shown();
-            let engine = open_with(location, &cli.embedder, cli.fusion.as_deref())?;
+            let engine = open_with(location, cli)?;
             if *ask {
                 let opts = eval_ask::AskEvalOptions {
                     limit: *limit,

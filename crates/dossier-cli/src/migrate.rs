@@ -776,6 +776,7 @@ mod tests {
                     read_groups: vec!["*".into()],
                     date_fields: vec![],
                     links: vec![],
+                    sensitive: vec![],
                 },
                 vec![RecordRow {
                     table: "orders".into(),

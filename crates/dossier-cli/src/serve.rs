@@ -146,6 +146,7 @@ pub fn run(engine: Engine, args: &ServeArgs) -> Result<ExitCode> {
         },
         cache_entries: args.cache_entries,
         trace_entries: args.trace_entries,
+        idempotency: Default::default(),
         uploads_dir: args.uploads.clone(),
         access_log: !args.quiet,
         drain_timeout: Duration::from_millis(args.drain_ms),

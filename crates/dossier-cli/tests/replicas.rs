@@ -167,7 +167,12 @@ impl Replica {
             // would make the comparison vacuous.
             .args(["--quiet", "--follow-ms", "100", "--rate", "100000"])
             .args(["--burst", "100000", "--principal-rate", "100000"])
-            .args(["--principal-burst", "100000", "--principal-concurrency", "8"])
+            .args([
+                "--principal-burst",
+                "100000",
+                "--principal-concurrency",
+                "8",
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

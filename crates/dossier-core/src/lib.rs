@@ -11,6 +11,7 @@ pub mod doc;
 pub mod error;
 pub mod ids;
 pub mod lru;
+pub mod pii;
 pub mod record;
 pub mod review;
 pub mod scope;

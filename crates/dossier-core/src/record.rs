@@ -17,6 +17,10 @@ pub struct RecordSchema {
     pub date_fields: Vec<String>,
     #[serde(default)]
     pub links: Vec<RecordLink>,
+    /// Fields whose values are personal or sensitive: shown as `[field]` to every reader
+    /// the deployment's PII policy does not grant them (`unmask_groups`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sensitive: Vec<String>,
 }
 
 /// A field of a row that points at another table, a document, or a typed entity.

@@ -25,6 +25,25 @@ pub enum RecordLookup {
     Forbidden,
 }
 
+/// `row` as the scope's reader may see it: fields the schema marks sensitive replaced
+/// by their mask unless the reader sees sensitive values, and sensitive values in the
+/// other fields' text masked.
+fn masked_row(scope: &Scope, schema: &RecordSchema, mut row: RecordRow) -> RecordRow {
+    if scope.sees_sensitive() {
+        return row;
+    }
+    for (name, value) in row.fields.iter_mut() {
+        if schema.sensitive.iter().any(|f| f == name) {
+            if !value.is_null() {
+                *value = serde_json::Value::String(dossier_core::pii::mask_of(name));
+            }
+        } else if let Some(m) = scope.masker() {
+            m.mask_json(value);
+        }
+    }
+    row
+}
+
 /// A record table as the program may know it: its schema and the shapes of its keys
 /// (letters kept, digits as `9`: `A123` → `A999`), so that an identifier in a question
 /// can be routed to the table it belongs to without listing any row.
@@ -87,6 +106,7 @@ impl Engine {
             .map(|i| view.entry(i).dv)
             .collect();
         let admit = Admit::from_ordinals(admitted);
+        let query = &*scope.mask(query);
         let ranked = self.rank_in(&snap, scope, cancel, query, mode, k, &admit)?;
         self.hydrate_in(view, scope, &ranked, k)
     }
@@ -103,6 +123,7 @@ impl Engine {
         if !schema.row_readable_by(&row, scope.principal_id(), scope.groups()) {
             return Ok(RecordLookup::Forbidden);
         }
+        let row = masked_row(scope, &schema, row);
         Ok(RecordLookup::Found {
             schema: Box::new(schema),
             row: Box::new(row),
@@ -262,9 +283,13 @@ impl Engine {
         Ok(SectionView {
             doc_id: entry.meta.doc_id.clone(),
             version: entry.meta.version.clone(),
-            title: cited.title.clone(),
-            section_path: cited.section.clone(),
-            section: cited.section_label(),
+            title: scope.mask(&cited.title).into_owned(),
+            section_path: cited
+                .section
+                .iter()
+                .map(|s| scope.mask(s).into_owned())
+                .collect(),
+            section: scope.mask(&cited.section_label()).into_owned(),
             page: cited.page(),
             source_uri: cited.source_uri.clone(),
             status: status.into(),
@@ -273,7 +298,7 @@ impl Engine {
                 .into_iter()
                 .map(|c| SectionChunk {
                     chunk_id: c.chunk_id.clone(),
-                    text: c.text.clone(),
+                    text: scope.mask(&c.text).into_owned(),
                 })
                 .collect(),
         })

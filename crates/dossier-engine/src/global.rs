@@ -296,7 +296,11 @@ impl Engine {
     pub fn community_reports(&self, scope: &Scope) -> Result<Vec<ReportJson>> {
         let (state, view) = self.scoped_graph(scope)?;
         let set = self.view_reports(&state, &view)?;
-        let mut out = set.reports.clone();
+        let mut out: Vec<ReportJson> = set
+            .reports
+            .iter()
+            .map(|r| masked_report(scope, r.clone()))
+            .collect();
         out.sort_by(|a, b| {
             a.level
                 .cmp(&b.level)
@@ -402,4 +406,24 @@ impl Engine {
             entities,
         })
     }
+}
+
+/// `r` as the scope's reader may see it: sensitive values masked in its title, entity
+/// names and lines (reports are built once per view and shared by its readers, so the
+/// mask is applied on the way out).
+pub(crate) fn masked_report(scope: &Scope, mut r: ReportJson) -> ReportJson {
+    let Some(m) = scope.masker() else {
+        return r;
+    };
+    r.title = m.mask(&r.title).into_owned();
+    for e in &mut r.entities {
+        *e = m.mask(e).into_owned();
+    }
+    for line in &mut r.summary {
+        line.text = m.mask(&line.text).into_owned();
+    }
+    if let Some(s) = &mut r.model_summary {
+        *s = m.mask(s).into_owned();
+    }
+    r
 }

@@ -243,6 +243,9 @@ impl Engine {
         if query.trim().is_empty() {
             return Err(Error::Invalid("empty query".into()));
         }
+        // A value the reader may not see is not searched for either: otherwise which
+        // documents hold a phone number could be learnt from the hits, masked or not.
+        let query = &*scope.mask(query);
         // The stage's span: mode, sizes and counts; never the query or any text.
         let span = tracing::info_span!(
             "search",
@@ -263,7 +266,12 @@ impl Engine {
             span.record("hits", resp.hits.len());
             resp.subgraph = Some(g.subgraph);
             if matches!(mode, Mode::Global | Mode::Drift) {
-                resp.reports = Some(g.reports);
+                resp.reports = Some(
+                    g.reports
+                        .into_iter()
+                        .map(|r| crate::global::masked_report(scope, r))
+                        .collect(),
+                );
             }
             return Ok(resp);
         }
@@ -454,16 +462,22 @@ impl Engine {
                 doc_id: ch.doc_id.clone(),
                 version: ch.version.clone(),
             });
+            // Text leaves the engine as the reader may see it: sensitive values masked
+            // here, before any writer, model or response sees the hit.
             hits.push(Hit {
                 chunk_id: ch.chunk_id.clone(),
                 doc_id: ch.doc_id.clone(),
                 version: ch.version.clone(),
-                section: ch.section_label(),
-                section_path: ch.section.clone(),
+                section: scope.mask(&ch.section_label()).into_owned(),
+                section_path: ch
+                    .section
+                    .iter()
+                    .map(|s| scope.mask(s).into_owned())
+                    .collect(),
                 score: score[&c.seq],
-                text: ch.text.clone(),
+                text: scope.mask(&ch.text).into_owned(),
                 source_uri: ch.source_uri.clone(),
-                title: ch.title.clone(),
+                title: scope.mask(&ch.title).into_owned(),
                 checked: Checked(()),
             });
             if hits.len() == k {

@@ -262,6 +262,7 @@ mod tests {
                     relation: "supplied_by".into(),
                 },
             ],
+            sensitive: vec![],
         };
         let row: RecordRow = RecordRow {
             table: "items".into(),

@@ -102,6 +102,9 @@ pub(crate) struct Pending {
     pub mode: Option<String>,
     pub question: String,
     pub outcome: Outcome,
+    /// The caller's masker: what is kept of the question, reasons and trace is what the
+    /// caller could be shown.
+    pub masker: Option<Arc<dossier_core::pii::Masker>>,
 }
 
 impl Pending {
@@ -122,6 +125,7 @@ impl Pending {
             mode: None,
             question: question.to_string(),
             outcome,
+            masker: caller.scope.masker_shared().filter(|m| m.masks_text()),
         }
     }
 
@@ -361,7 +365,11 @@ fn strings_at(v: &Value, path: &str, field: &str) -> Vec<String> {
 }
 
 /// The store's entry for a finished request (on the writer thread).
-fn record_of(p: Pending, questions: AuditQuestions) -> AuditRecord {
+fn record_of(mut p: Pending, questions: AuditQuestions) -> AuditRecord {
+    let masker = p.masker.take();
+    if let Some(m) = &masker {
+        p.question = m.mask(&p.question).into_owned();
+    }
     let mut entry = AuditEntry {
         request_id: p.request_id,
         finished_at: p.finished_at,
@@ -439,6 +447,16 @@ fn record_of(p: Pending, questions: AuditQuestions) -> AuditRecord {
             entry.status = code.to_string();
             entry.http_status = http_status;
         }
+    }
+    if let Some(m) = &masker {
+        for r in &mut entry.reasons {
+            r.note = m.mask(&r.note).into_owned();
+        }
+        trace = trace.and_then(|bytes| {
+            let mut v: Value = serde_json::from_slice(&bytes).ok()?;
+            m.mask_json(&mut v);
+            serde_json::to_vec(&v).ok()
+        });
     }
     AuditRecord { entry, trace }
 }
@@ -600,6 +618,7 @@ mod tests {
                 value: Arc::new(serde_json::json!({"hits": [{"chunk_id": "a@1#0"}]})),
                 cached: false,
             },
+            masker: None,
         }
     }
 

@@ -264,6 +264,13 @@ impl FromRequestParts<AppState> for Caller {
             .limits
             .check_rate(p.tenant(), &entry.principal)
             .map_err(|f| ApiError::new(&request_id, f))?;
+        // The response pass masks for this caller (see `masking`).
+        if let (Some(slot), Some(m)) = (
+            parts.extensions.get::<crate::masking::MaskSlot>(),
+            p.masker_shared().filter(|m| m.masks_text()),
+        ) {
+            slot.set(m);
+        }
         Ok(Caller {
             principal: entry.principal,
             tenant: p.tenant().to_string(),

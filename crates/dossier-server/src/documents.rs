@@ -29,7 +29,7 @@ use crate::routes::{blocking, body, kbs_in_query, query, scope_of, DateQuery};
 use crate::AppState;
 
 /// Largest upload body: a bulk ingest may carry many files.
-const MAX_UPLOAD_BYTES: usize = 64 << 20;
+pub(crate) const MAX_UPLOAD_BYTES: usize = 64 << 20;
 /// Files per upload.
 const MAX_FILES: usize = 10_000;
 

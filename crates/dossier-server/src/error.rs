@@ -48,6 +48,10 @@ pub enum Failure {
         retry_after_secs: u64,
         principal: bool,
     },
+    /// A write with this idempotency key is running now; retry after a second.
+    IdempotencyInFlight,
+    /// The idempotency key was used by this principal for a different write.
+    IdempotencyKeyReused,
     /// The work did not finish within the request's deadline.
     DeadlineExceeded,
     /// The server is shutting down and takes no new work.
@@ -64,6 +68,7 @@ pub struct ErrorBody {
     /// Stable machine-readable code: `unauthorized`, `unknown_principal`,
     /// `admin_required`, `operator_required`, `payload_too_large`, `invalid_request`, `invalid_body`, `not_found`, `no_route`,
     /// `method_not_allowed`, `rate_limited`, `too_many_concurrent`,
+    /// `idempotency_in_flight`, `idempotency_key_reused`,
     /// `deadline_exceeded`, `shutting_down`, `internal`.
     pub code: String,
     /// The class of error: `authentication_error`, `permission_error`,
@@ -86,6 +91,7 @@ impl Failure {
                 retry_after_secs, ..
             } => Some((*retry_after_secs).max(1)),
             Failure::ShuttingDown => Some(5),
+            Failure::IdempotencyInFlight => Some(1),
             _ => None,
         }
     }
@@ -176,6 +182,18 @@ impl Failure {
                     "{} already runs as many expensive requests as it may; retry after {retry_after_secs} s",
                     if *principal { "this key's principal" } else { "the tenant" }
                 ),
+            ),
+            Failure::IdempotencyInFlight => (
+                StatusCode::CONFLICT,
+                "idempotency_in_flight",
+                "invalid_request_error",
+                "a write with this Idempotency-Key is still running; retry after 1 s".into(),
+            ),
+            Failure::IdempotencyKeyReused => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "idempotency_key_reused",
+                "invalid_request_error",
+                "this Idempotency-Key was used for a different request (route or body); use a new key".into(),
             ),
             Failure::DeadlineExceeded => (
                 StatusCode::GATEWAY_TIMEOUT,

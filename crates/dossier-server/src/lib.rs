@@ -28,10 +28,12 @@ pub mod cache;
 mod chat;
 mod documents;
 pub mod error;
+pub mod idempotency;
 mod jobs;
 pub mod limits;
 mod linger;
 mod maintain;
+mod masking;
 pub mod mcp;
 pub mod metrics;
 mod openapi;
@@ -94,6 +96,9 @@ pub struct ServerConfig {
     /// Audit entries (and the traces kept with them) older than this many days are
     /// deleted by the maintenance loop; 0 keeps them forever.
     pub audit_retention_days: u32,
+    /// How long an idempotency key replays its write, when an abandoned claim may be
+    /// taken over, and how many keys a principal keeps.
+    pub idempotency: dossier_engine::dossier_store::idempotency::Limits,
 }
 
 /// Days audit entries are kept unless the server is told otherwise.
@@ -111,6 +116,7 @@ impl Default for ServerConfig {
             follow_interval: std::time::Duration::from_millis(200),
             audit_questions: AuditQuestions::Digest,
             audit_retention_days: DEFAULT_AUDIT_RETENTION_DAYS,
+            idempotency: dossier_engine::dossier_store::idempotency::Limits::default(),
         }
     }
 }
@@ -252,6 +258,12 @@ pub(crate) fn api_router(state: AppState) -> Router {
         .merge(metrics::router())
         .merge(ui::router())
         .merge(openapi::router())
+        // Innermost: responses are masked before an idempotent write keeps one.
+        .layer(axum::middleware::from_fn(masking::guard))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            idempotency::guard,
+        ))
         .layer(axum::extract::DefaultBodyLimit::max(routes::MAX_JSON_BODY))
         .fallback(routes::no_route)
         .method_not_allowed_fallback(routes::wrong_method)

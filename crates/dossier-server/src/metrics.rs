@@ -19,6 +19,7 @@
 //! | `dossier_query_vector_entries` | gauge | |
 //! | `dossier_audit_entries_total` | counter | `outcome` (`written`, `failed`, `dropped`) |
 //! | `dossier_audit_pruned_total` | counter | |
+//! | `dossier_idempotency_keys_total` | counter | `outcome` (`fresh`, `replayed`, `in_flight`, `reused`, `unstored`) |
 //!
 //! `route` is the route template the request matched (`/v1/search`,
 //! `/v1/documents/{id}`), `unmatched` when none did; `method` is one of the standard
@@ -100,6 +101,8 @@ struct Inner {
     /// Audit entries by outcome (`written`, `failed`, `dropped`).
     audit: BTreeMap<String, u64>,
     audit_pruned: u64,
+    /// Writes sent with an idempotency key, by what the key did.
+    idempotency: BTreeMap<String, u64>,
 }
 
 /// The server's counters since start.
@@ -280,6 +283,13 @@ impl Metrics {
         *self.lock().audit.entry(outcome.to_string()).or_insert(0) += n;
     }
 
+    /// A write sent with an idempotency key: `fresh` (it ran), `replayed`, `in_flight`,
+    /// `reused` (refused: another write's key) or `unstored` (it ran, and its response
+    /// was too large to keep).
+    pub fn idempotency(&self, outcome: &'static str) {
+        bump(&mut self.lock().idempotency, outcome.to_string());
+    }
+
     /// `n` audit entries deleted past their retention.
     pub fn audit_pruned(&self, n: u64) {
         self.lock().audit_pruned += n;
@@ -391,6 +401,13 @@ impl Metrics {
             "Audit entries by outcome: written to the store, failed (the store refused the batch) or dropped (the queue was full); the requests were answered either way.",
             "outcome",
             &inner.audit,
+        );
+        by_one(
+            &mut out,
+            "dossier_idempotency_keys_total",
+            "Writes sent with an Idempotency-Key, by outcome: fresh (ran), replayed, in_flight (refused: the same write is running), reused (refused: the key was another write's), unstored (ran; its response was too large to keep).",
+            "outcome",
+            &inner.idempotency,
         );
 
         let name = "dossier_agent_tool_calls_total";

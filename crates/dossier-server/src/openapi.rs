@@ -45,7 +45,73 @@ pub fn document() -> utoipa::openapi::OpenApi {
     doc.merge(crate::chat::ChatApi::openapi());
     doc.merge(crate::audit::AuditApi::openapi());
     query_parameters_in_query(&mut doc);
+    idempotency_key_on_writes(&mut doc);
     doc
+}
+
+/// Every write operation (see [`crate::idempotency::is_write`]) takes the optional
+/// `Idempotency-Key` header and may answer 400 (a malformed key), 409 (the same write
+/// still running) and 422 (the key was another write's).
+fn idempotency_key_on_writes(doc: &mut utoipa::openapi::OpenApi) {
+    use crate::idempotency::{is_write, MAX_KEY_LEN};
+    use axum::http::Method;
+    use utoipa::openapi::path::{ParameterBuilder, ParameterIn};
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    use utoipa::openapi::{ContentBuilder, Required, ResponseBuilder};
+    let header = ParameterBuilder::new()
+        .name("Idempotency-Key")
+        .parameter_in(ParameterIn::Header)
+        .required(Required::False)
+        .description(Some(
+            "Makes the write safe to retry: sent again with the same key by the same principal, \
+             it is answered with the first success's response (header `Idempotent-Replayed: true`) \
+             instead of running twice. Kept 24 hours; 1 to 255 visible ASCII characters.",
+        ))
+        .schema(Some(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .min_length(Some(1))
+                .max_length(Some(MAX_KEY_LEN))
+                .pattern(Some("^[!-~]+$")),
+        ))
+        .build();
+    let error = |what: &str| {
+        ResponseBuilder::new()
+            .description(what)
+            .content(
+                "application/json",
+                ContentBuilder::new()
+                    .schema(Some(reference::<ErrorBody>()))
+                    .build(),
+            )
+            .build()
+    };
+    for (path, item) in doc.paths.paths.iter_mut() {
+        let operations = [
+            (Method::POST, &mut item.post),
+            (Method::PUT, &mut item.put),
+            (Method::DELETE, &mut item.delete),
+            (Method::PATCH, &mut item.patch),
+        ];
+        for (method, op) in operations {
+            let Some(op) = op.as_mut().filter(|_| is_write(&method, path)) else {
+                continue;
+            };
+            op.parameters
+                .get_or_insert_with(Vec::new)
+                .push(header.clone());
+            for (status, what) in [
+                ("400", "Bad input, such as a malformed Idempotency-Key"),
+                ("409", "A write with this Idempotency-Key is still running (retry after `Retry-After`)"),
+                ("422", "The Idempotency-Key was used for a different request"),
+            ] {
+                op.responses
+                    .responses
+                    .entry(status.to_string())
+                    .or_insert_with(|| error(what).into());
+            }
+        }
+    }
 }
 
 /// utoipa places the fields of an `IntoParams` struct without

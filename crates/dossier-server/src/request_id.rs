@@ -56,11 +56,18 @@ pub async fn assign(mut req: Request, next: Next) -> Response {
     let span = tracing::info_span!(
         "request",
         http.request.method = %method,
-        url.path = %path,
+        url.path = tracing::field::Empty,
         request_id = %id.0,
         http.response.status_code = tracing::field::Empty,
     );
     let mut resp = tracing::Instrument::instrument(next.run(req), span.clone()).await;
+    // A path can carry a value the caller's masker hides (an entity name, a record key):
+    // logged as the caller would be shown it.
+    let path = match resp.extensions().get::<crate::masking::MaskedFor>() {
+        Some(m) => m.path(&path),
+        None => path,
+    };
+    span.record("url.path", path.as_str());
     if let Ok(v) = HeaderValue::from_str(&id.0) {
         resp.headers_mut().insert(HEADER, v);
     }

@@ -655,6 +655,7 @@ async fn answer_ask(
             let metrics = state.metrics.clone();
             let model = state.model.clone();
             let audit_rid = rid.0.clone();
+            let audit_masker = caller.scope.masker_shared();
             // Abandoned at the outer deadline: the agent's searches stop and their
             // queued embeddings are dropped, so the slot is freed.
             let cancel = Cancel::with_timeout(deadline + Duration::from_secs(5));
@@ -673,6 +674,12 @@ async fn answer_ask(
                 // stderr (one JSON line per entry) here, and the durable audit log
                 // (the reasons returned below).
                 for a in &asked.audit {
+                    // Masked as the caller's answer is: the log holds no value the
+                    // caller's groups do not grant.
+                    let note = match &audit_masker {
+                        Some(m) => m.mask(&a.note),
+                        None => std::borrow::Cow::Borrowed(a.note.as_str()),
+                    };
                     eprintln!(
                         "dossier-server: audit {}",
                         serde_json::json!({
@@ -681,7 +688,7 @@ async fn answer_ask(
                             "step": a.step,
                             "action": a.action,
                             "status": a.status,
-                            "note": a.note,
+                            "note": note,
                         })
                     );
                 }

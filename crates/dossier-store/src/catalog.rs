@@ -10,6 +10,7 @@ use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
 use serde::{Deserialize, Serialize};
 
 use crate::audit::AuditLog;
+use crate::idempotency::IdempotencyLog;
 use crate::{Error, Result};
 
 /// `tenant␟doc_id␟version` → [`DocEntry`] (JSON).
@@ -213,8 +214,9 @@ fn bytes_vec(b: &[u8]) -> Vec<f32> {
 /// [`Catalog`] (redb, embedded) and [`crate::postgres::PgCatalog`] implement it.
 /// Contract: `commit` is atomic (all of a batch or none) and appends one [`ChangeSet`]
 /// per generation; reads see whole commits. Every backend also keeps the audit log
-/// ([`AuditLog`]) beside its catalog.
-pub trait CatalogBackend: AuditLog + Send + Sync {
+/// ([`AuditLog`]) and the write routes' idempotency keys ([`IdempotencyLog`]) beside its
+/// catalog.
+pub trait CatalogBackend: AuditLog + IdempotencyLog + Send + Sync {
     /// The generation of the last commit (0 for a new catalog).
     fn generation(&self) -> Result<u64>;
     /// Every stored document version.
@@ -307,6 +309,7 @@ impl Catalog {
             tx.open_table(REVIEWS)?;
             tx.open_table(CANDIDATES)?;
             crate::audit::create_tables(&tx)?;
+            crate::idempotency::create_table(&tx)?;
         }
         tx.commit()?;
         Ok(Catalog { db })

@@ -27,6 +27,7 @@
 pub mod audit;
 pub mod catalog;
 pub mod generations;
+pub mod idempotency;
 pub mod postgres;
 mod scope;
 mod store;
@@ -39,6 +40,7 @@ pub use audit::{
 };
 pub use catalog::{Catalog, CatalogBackend, ChangeSet, DocEntry, FoldStats, StoredChunk};
 pub use generations::GenerationInfo;
+pub use idempotency::{Claim as IdempotencyClaim, IdempotencyLog, StoredResponse};
 pub use scope::{ReaderKey, Scope};
 pub use store::{CommitStats, Manifest, Snapshot, Store, StoreLocation, FORMAT_VERSION};
 pub use view::DocsView;

@@ -5,7 +5,11 @@
 //! tenant or a group can never come from a request body, a flag, a header or a model —
 //! the compiler refuses the code that would try.
 
+use std::borrow::Cow;
+use std::sync::Arc;
+
 use chrono::NaiveDate;
+use dossier_core::pii::{Masker, PiiPolicy};
 use dossier_core::{DocumentVersion, Principal};
 use serde::Serialize;
 
@@ -20,7 +24,27 @@ pub struct Scope {
     kbs: Option<Vec<String>>,
     /// Versions are judged in force on this date (`--as-of`, or else `--now`).
     at: NaiveDate,
+    /// The tenant's sensitive values, masked for this reader (`None`: it sees them).
+    #[serde(skip)]
+    masking: Masking,
 }
+
+/// A reader's masker: decided with the scope, from the store's policy and the stored
+/// groups, so it can be neither dropped nor widened by whoever holds the scope.
+#[derive(Debug, Clone, Default)]
+struct Masking(Option<Arc<Masker>>);
+
+impl PartialEq for Masking {
+    fn eq(&self, other: &Masking) -> bool {
+        match (&self.0, &other.0) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Masking {}
 
 /// What decides which documents a scope admits, apart from the date: the key of every
 /// cache of admission sets and graph views, so that no two scopes that read differently
@@ -34,14 +58,38 @@ pub struct ReaderKey {
 
 impl Scope {
     /// Only the store builds scopes, from a principal it read from its catalog.
-    pub(crate) fn of_stored(p: &Principal, at: NaiveDate) -> Scope {
+    pub(crate) fn of_stored(p: &Principal, at: NaiveDate, pii: &PiiPolicy) -> Scope {
         Scope {
             principal_id: p.id.clone(),
             tenant: p.tenant.clone(),
             groups: p.groups.clone(),
             kbs: p.kbs.clone().map(sorted),
             at,
+            masking: Masking(pii.masker_for(&p.tenant, &p.groups)),
         }
+    }
+
+    /// The reader's masker, when the tenant's sensitive values are hidden from it.
+    pub fn masker(&self) -> Option<&Masker> {
+        self.masking.0.as_deref()
+    }
+
+    /// The same masker, shared (for what outlives a borrow of the scope).
+    pub fn masker_shared(&self) -> Option<Arc<Masker>> {
+        self.masking.0.clone()
+    }
+
+    /// `text` as this reader may see it (sensitive values masked).
+    pub fn mask<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        match self.masker() {
+            Some(m) => m.mask(text),
+            None => Cow::Borrowed(text),
+        }
+    }
+
+    /// Whether this reader sees sensitive values (record fields marked sensitive).
+    pub fn sees_sensitive(&self) -> bool {
+        self.masking.0.is_none()
     }
 
     /// The knowledge bases documents are read from; `None`: all of the tenant's.
@@ -156,8 +204,9 @@ mod tests {
     #[test]
     fn a_request_narrows_the_principals_knowledge_bases_and_never_widens_them() {
         let at = NaiveDate::from_ymd_opt(2026, 1, 1).unwrap();
-        let limited = Scope::of_stored(&principal(Some(&["hr", "it"])), at);
-        let open = Scope::of_stored(&principal(None), at);
+        let none = PiiPolicy::none();
+        let limited = Scope::of_stored(&principal(Some(&["hr", "it"])), at, &none);
+        let open = Scope::of_stored(&principal(None), at, &none);
         // No request list: the principal's own.
         assert!(open.may_read(&doc(None)) && open.may_read(&doc(Some("x"))));
         assert!(!limited.may_read(&doc(None)) && limited.may_read(&doc(Some("hr"))));

@@ -257,6 +257,8 @@ pub struct Store {
     current: RwLock<Arc<Snapshot>>,
     writer: Mutex<()>,
     last_commit: Mutex<CommitStats>,
+    /// What is masked for whom (`--pii`); every scope carries its reader's masker.
+    pii: RwLock<Arc<dossier_core::pii::PiiPolicy>>,
     /// Held for the store's life: this replica's claim on its index directory.
     _replica_lock: Option<std::fs::File>,
 }
@@ -429,6 +431,7 @@ impl Store {
             })),
             writer: Mutex::new(()),
             last_commit: Mutex::new(CommitStats::default()),
+            pii: RwLock::new(Arc::new(dossier_core::pii::PiiPolicy::none())),
             _replica_lock: replica_lock,
         })
     }
@@ -484,10 +487,27 @@ impl Store {
     /// The scope of the stored principal `principal_id` at `at`; `None` when the catalog
     /// has no such principal. The only constructor of a [`Scope`].
     pub fn scope(&self, principal_id: &str, at: chrono::NaiveDate) -> Result<Option<Scope>> {
+        let pii = self.pii.read().clone();
         Ok(self
             .catalog
             .principal(principal_id)?
-            .map(|p| Scope::of_stored(&p, at)))
+            .map(|p| Scope::of_stored(&p, at, &pii)))
+    }
+
+    /// The masker of a reader of `tenant` in `groups` under the current policy (for
+    /// passes that run for no stored principal, such as model extraction: `&[]`).
+    pub fn pii_masker_for(
+        &self,
+        tenant: &str,
+        groups: &[String],
+    ) -> Option<Arc<dossier_core::pii::Masker>> {
+        self.pii.read().masker_for(tenant, groups)
+    }
+
+    /// Sets what is masked for whom: scopes built from now on carry their reader's
+    /// masker (a deployment setting, given at start).
+    pub fn set_pii_policy(&self, policy: Arc<dossier_core::pii::PiiPolicy>) {
+        *self.pii.write() = policy;
     }
 
     pub fn catalog(&self) -> &dyn CatalogBackend {

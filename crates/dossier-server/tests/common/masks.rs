@@ -12,6 +12,7 @@ pub type Masked = (u16, Vec<(String, String)>, Value);
 /// Names whose values are timings or clocks: masked, since they may differ run to run.
 pub fn is_timing(key: &str) -> bool {
     key.ends_with("_ms")
+        || key.ends_with("_secs")
         || key.ends_with("_at")
         || matches!(
             key,
