@@ -146,12 +146,36 @@ pub fn extractive(engine: &Engine, state: &State) -> Draft {
         });
     }
 
+    // Records a live source could not serve: each named, since the fact is missing,
+    // not absent (a record the caller may not read is `no_hit` and never listed here).
+    let mut unread: Vec<(String, bool)> = Vec::new();
+    for s in state.steps.iter().filter(|s| s.action == "record") {
+        if !matches!(s.status, ToolStatus::Timeout | ToolStatus::Error) {
+            continue;
+        }
+        let (table, key) = (s.args["table"].as_str(), s.args["key"].as_str());
+        if let (Some(table), Some(key)) = (table, key) {
+            let name = format!("{table}/{key}");
+            if !unread.iter().any(|(n, _)| *n == name) {
+                unread.push((name, s.status == ToolStatus::Timeout));
+            }
+        }
+    }
+    for (name, timeout) in &unread {
+        gaps.push(match (zh, timeout) {
+            (true, true) => format!("记录 {name} 未能读取：数据来源超时，这一事实缺失（不代表记录不存在）"),
+            (true, false) => format!("记录 {name} 未能读取：数据来源出错，这一事实缺失（不代表记录不存在）"),
+            (false, true) => format!("record {name} could not be read: its source timed out, so that fact is missing (this does not mean there is no such record)"),
+            (false, false) => format!("record {name} could not be read: its source failed, so that fact is missing (this does not mean there is no such record)"),
+        });
+    }
+
     for (i, sq) in state.sub_questions.iter().enumerate() {
         if !sq.covered {
-            let timed_out = state
-                .steps
-                .iter()
-                .any(|s| s.sub_question == i && s.status == ToolStatus::Timeout);
+            // A document search that timed out (a record read is named above).
+            let timed_out = state.steps.iter().any(|s| {
+                s.sub_question == i && s.status == ToolStatus::Timeout && s.action != "record"
+            });
             gaps.push(if timed_out && zh {
                 format!("「{}」：检索超时，未能核对相关文档（不代表没有相关规定）", sq.text)
             } else if timed_out {

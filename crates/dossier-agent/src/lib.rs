@@ -606,6 +606,11 @@ impl<'a> Agent<'a> {
                 key: r.key.clone(),
             };
             let status = self.execute(&mut state, &mut budget, call, 0, "program");
+            // A live source that did not answer: the record's facts are missing, not
+            // absent. The rest is still answered, and the gap names the record.
+            if matches!(status, ToolStatus::Timeout | ToolStatus::Error) {
+                continue;
+            }
             if status != ToolStatus::Ok {
                 audit.append(&mut state.audit);
                 return Ok(self.unavailable(state, budget));

@@ -333,6 +333,18 @@ impl EngineTools<'_> {
                         format!("{table}/{key} exists but the principal may not read it"),
                     ))
                 }
+                // A live source that did not answer: the fact is missing, and the
+                // answer says which (the note names the table and key, not the row).
+                RecordLookup::Unavailable { timeout, message } => {
+                    return Ok(ToolOutput::status(
+                        if timeout {
+                            ToolStatus::Timeout
+                        } else {
+                            ToolStatus::Error
+                        },
+                        format!("{table}/{key} could not be read: {message}"),
+                    ))
+                }
             },
         }
         let empty = out.evidence.is_empty()

@@ -51,6 +51,11 @@ struct Cli {
     /// Off when unset; record fields marked `sensitive` are hidden either way.
     #[arg(long, global = true, env = "DOSSIER_PII")]
     pii: Option<PathBuf>,
+    /// Connections of live record tables (YAML: `connections: {NAME: {url, headers,
+    /// timeout_ms}}`); `DOSSIER_SOURCE_<NAME>=URL` adds or overrides one. Keep it out of
+    /// the repository: it holds credentials.
+    #[arg(long, global = true, env = "DOSSIER_SOURCES")]
+    sources: Option<PathBuf>,
     /// Print JSON instead of text.
     #[arg(long, global = true)]
     json: bool,
@@ -357,7 +362,30 @@ fn open_with(location: StoreLocation, cli: &Cli) -> Result<Engine> {
     if let Some(p) = pii {
         engine.store().set_pii_policy(p);
     }
+    engine.set_record_sources(load_sources(cli.sources.as_deref())?);
     Ok(engine)
+}
+
+/// The live sources' connections: the `--sources` file and `DOSSIER_SOURCE_*`.
+fn load_sources(path: Option<&Path>) -> Result<Arc<dossier_sources::Sources>> {
+    let spec: dossier_sources::SourcesSpec = match path {
+        Some(p) => {
+            const MAX_BYTES: u64 = 1 << 20;
+            let size = std::fs::metadata(p)
+                .with_context(|| format!("reading sources {}", p.display()))?
+                .len();
+            if size > MAX_BYTES {
+                bail!("sources {}: {size} bytes; at most {MAX_BYTES}", p.display());
+            }
+            let text = std::fs::read_to_string(p)
+                .with_context(|| format!("reading sources {}", p.display()))?;
+            serde_norway::from_str(&text).with_context(|| format!("sources {}", p.display()))?
+        }
+        None => dossier_sources::SourcesSpec::default(),
+    };
+    let sources = dossier_sources::Sources::new(&spec, std::env::vars())
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(Arc::new(sources))
 }
 
 /// Reads and compiles a PII policy file (`--pii`).

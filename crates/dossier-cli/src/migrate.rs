@@ -777,6 +777,8 @@ mod tests {
                     date_fields: vec![],
                     links: vec![],
                     sensitive: vec![],
+                    source: None,
+                    key_shapes: vec![],
                 },
                 vec![RecordRow {
                     table: "orders".into(),

@@ -20,7 +20,7 @@ pub mod validity;
 
 pub use doc::{Chunk, DocKind, DocumentVersion, VersionRef};
 pub use error::{Error, Result};
-pub use record::{RecordLink, RecordRow, RecordSchema};
+pub use record::{RecordLink, RecordRow, RecordSchema, RecordSource};
 pub use scope::Principal;
 
 /// Turns text into dense vectors. Implementations: the in-process e5 model, an

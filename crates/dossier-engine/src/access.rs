@@ -23,6 +23,12 @@ pub enum RecordLookup {
     },
     Missing,
     Forbidden,
+    /// A live table whose source did not answer (`timeout`) or failed: the fact is
+    /// missing, not absent.
+    Unavailable {
+        timeout: bool,
+        message: String,
+    },
 }
 
 /// `row` as the scope's reader may see it: fields the schema marks sensitive replaced
@@ -117,6 +123,39 @@ impl Engine {
         let Some(schema) = catalog.record_schema(scope.tenant(), table)? else {
             return Ok(RecordLookup::Missing);
         };
+        if schema.source.is_some() {
+            // Live: the source filters by the caller itself, so a row it may not read
+            // comes back as no row (there is no "forbidden" to tell apart).
+            let sources = self
+                .sources
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            let reader = dossier_sources::Reader {
+                principal: scope.principal_id(),
+                tenant: scope.tenant(),
+                groups: scope.groups(),
+            };
+            return Ok(match sources.fetch(&schema, key, &reader) {
+                Ok(dossier_sources::Fetched::Row(fields)) => {
+                    let row = RecordRow {
+                        table: schema.table.clone(),
+                        key: key.to_string(),
+                        fields,
+                    };
+                    let row = masked_row(scope, &schema, row);
+                    RecordLookup::Found {
+                        schema: Box::new(schema),
+                        row: Box::new(row),
+                    }
+                }
+                Ok(dossier_sources::Fetched::Missing) => RecordLookup::Missing,
+                Err(u) => RecordLookup::Unavailable {
+                    timeout: matches!(u, dossier_sources::Unavailable::Timeout(_)),
+                    message: u.message().to_string(),
+                },
+            });
+        }
         let Some(row) = catalog.record(scope.tenant(), table, key)? else {
             return Ok(RecordLookup::Missing);
         };
@@ -131,6 +170,17 @@ impl Engine {
     }
 
     /// The record tables of the scope's tenant with the shapes of their keys.
+    /// Whether `table` of `tenant` is read live from its source (so an answer built on
+    /// it may not be cached: the source changes without a commit).
+    pub fn is_live_table(&self, tenant: &str, table: &str) -> bool {
+        self.store
+            .catalog()
+            .record_schema(tenant, table)
+            .ok()
+            .flatten()
+            .is_some_and(|s| s.source.is_some())
+    }
+
     pub fn record_tables_of(&self, tenant: &str) -> Result<Vec<TableInfo>> {
         Ok(self
             .store
@@ -139,7 +189,12 @@ impl Engine {
             .into_iter()
             .filter(|(s, _)| s.tenant == tenant)
             .map(|(schema, rows)| TableInfo {
-                key_shapes: rows.iter().map(|r| key_shape(&r.key)).collect(),
+                // A live table names its key shapes; a snapshot's are its keys'.
+                key_shapes: rows
+                    .iter()
+                    .map(|r| key_shape(&r.key))
+                    .chain(schema.key_shapes.iter().cloned())
+                    .collect(),
                 schema,
             })
             .collect())

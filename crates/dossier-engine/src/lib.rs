@@ -85,6 +85,8 @@ pub struct Engine {
     fusion: Fusion,
     /// Tenant graphs, built on first graph use and rebuilt when the catalog moves on.
     graphs: graph::GraphCache,
+    /// The connections of live record tables (`--sources`); none by default.
+    sources: std::sync::RwLock<std::sync::Arc<dossier_sources::Sources>>,
 }
 
 impl Engine {
@@ -124,7 +126,13 @@ impl Engine {
             options: IngestOptions::default(),
             fusion: Fusion::default(),
             graphs: graph::GraphCache::default(),
+            sources: std::sync::RwLock::new(std::sync::Arc::new(dossier_sources::Sources::none())),
         })
+    }
+
+    /// Sets the connections live record tables read through (a deployment setting).
+    pub fn set_record_sources(&self, sources: std::sync::Arc<dossier_sources::Sources>) {
+        *self.sources.write().unwrap_or_else(|p| p.into_inner()) = sources;
     }
 
     pub fn store(&self) -> &Store {

@@ -263,6 +263,8 @@ mod tests {
                 },
             ],
             sensitive: vec![],
+            source: None,
+            key_shapes: vec![],
         };
         let row: RecordRow = RecordRow {
             table: "items".into(),

@@ -101,6 +101,19 @@ pub(crate) fn parse_schema(src: &str) -> Result<RecordSchema> {
             ));
         }
     }
+    if let Some(source) = &schema.source {
+        source
+            .check(&schema)
+            .map_err(|m| Error::invalid(find_line(src, 0, "source:"), m))?;
+    }
+    for shape in &schema.key_shapes {
+        if shape.is_empty() || shape.len() > 64 || shape.chars().any(char::is_whitespace) {
+            return Err(Error::invalid(
+                find_line(src, 0, "key_shapes:"),
+                format!("key shape {shape:?} must be 1-64 characters without spaces"),
+            ));
+        }
+    }
     // `fields:` is optional and not kept in the schema; it is checked so that a typo
     // in a type is caught at ingest rather than ignored.
     let doc: serde_norway::Value = from_yaml(src, 1)?;
@@ -215,6 +228,12 @@ fn table(
     });
     if let Err(e) = read {
         return (None, vec![Problem::from_error(path, &e)]);
+    }
+    // A live table's rows are read from its source at question time; a snapshot beside
+    // it would be a second, stale truth.
+    if schema.source.is_some() && !rows.is_empty() {
+        let msg = "the schema names a live `source`: its table file must hold no rows".to_string();
+        return (None, vec![Problem::new(path, None, msg)]);
     }
     let table = RecordTable {
         schema,

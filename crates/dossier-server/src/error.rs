@@ -56,6 +56,8 @@ pub enum Failure {
     DeadlineExceeded,
     /// The server is shutting down and takes no new work.
     ShuttingDown,
+    /// A live record source failed; the detail is logged, not sent.
+    SourceUnavailable(String),
     /// A failure of the server or the store; the detail is logged, not sent.
     Internal(String),
 }
@@ -68,7 +70,7 @@ pub struct ErrorBody {
     /// Stable machine-readable code: `unauthorized`, `unknown_principal`,
     /// `admin_required`, `operator_required`, `payload_too_large`, `invalid_request`, `invalid_body`, `not_found`, `no_route`,
     /// `method_not_allowed`, `rate_limited`, `too_many_concurrent`,
-    /// `idempotency_in_flight`, `idempotency_key_reused`,
+    /// `idempotency_in_flight`, `idempotency_key_reused`, `source_unavailable`,
     /// `deadline_exceeded`, `shutting_down`, `internal`.
     pub code: String,
     /// The class of error: `authentication_error`, `permission_error`,
@@ -207,6 +209,12 @@ impl Failure {
                 "api_error",
                 "the server is shutting down".into(),
             ),
+            Failure::SourceUnavailable(_) => (
+                StatusCode::BAD_GATEWAY,
+                "source_unavailable",
+                "api_error",
+                "the record's live source failed; try again later".into(),
+            ),
             Failure::Internal(_) => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "internal",
@@ -269,7 +277,7 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code, kind, message) = self.failure.describe();
-        if let Failure::Internal(detail) = &self.failure {
+        if let Failure::Internal(detail) | Failure::SourceUnavailable(detail) = &self.failure {
             eprintln!("dossier-server: request {}: {detail}", self.request_id.0);
         }
         let body = ErrorBody {

@@ -656,6 +656,7 @@ async fn answer_ask(
             let model = state.model.clone();
             let audit_rid = rid.0.clone();
             let audit_masker = caller.scope.masker_shared();
+            let tenant = caller.tenant.clone();
             // Abandoned at the outer deadline: the agent's searches stop and their
             // queued embeddings are dropped, so the slot is freed.
             let cancel = Cancel::with_timeout(deadline + Duration::from_secs(5));
@@ -693,17 +694,28 @@ async fn answer_ask(
                     );
                 }
                 metrics.observe_ask(&asked.response);
+                // An answer that read a live table is not kept: its source changes
+                // without a commit, so no generation would retire the cached copy.
+                let read_live = asked.response.trace.steps.iter().any(|s| {
+                    s.action == "record"
+                        && s.args
+                            .get("table")
+                            .and_then(|t| t.as_str())
+                            .is_some_and(|t| engine.is_live_table(&tenant, t))
+                });
                 let v = serde_json::to_value(&asked.response)
                     .map_err(|e| Failure::Internal(e.to_string()))?;
-                Ok((v, crate::audit::reasons_of(&asked.audit)))
+                Ok((v, crate::audit::reasons_of(&asked.audit), read_live))
             });
             let outcome = tokio::time::timeout(deadline + Duration::from_secs(5), work).await;
             cancel.cancel();
-            let (v, reasons) =
+            let (v, reasons, read_live) =
                 outcome.map_err(|_| ApiError::new(&rid, Failure::DeadlineExceeded))??;
             let v = Arc::new(v);
             // The reasons stay beside the answer for the audit entries of cache hits.
-            state.cache.put_noted(key, v.clone(), Some(reasons.clone()));
+            if !read_live {
+                state.cache.put_noted(key, v.clone(), Some(reasons.clone()));
+            }
             (v, false, Some(reasons))
         }
     };
@@ -932,7 +944,9 @@ pub struct RecordResult {
     responses(
         (status = 200, description = "The row, which the caller's principal may read", body = RecordResult),
         (status = 401, description = "No or unknown API key", body = ErrorBody),
-        (status = 404, description = "No such row the caller may read (a row of another owner, another tenant or no row at all: one answer)", body = ErrorBody)))]
+        (status = 404, description = "No such row the caller may read (a row of another owner, another tenant or no row at all: one answer)", body = ErrorBody),
+        (status = 502, description = "The live table's source failed (`source_unavailable`)", body = ErrorBody),
+        (status = 504, description = "The live table's source did not answer in time", body = ErrorBody)))]
 pub async fn record(
     State(state): State<AppState>,
     caller: Caller,
@@ -951,6 +965,9 @@ pub async fn record(
             }),
             // One answer for "not yours" and "not there".
             RecordLookup::Missing | RecordLookup::Forbidden => Err(Failure::NotFound),
+            // A live table's source that did not answer: said, never "no such row".
+            RecordLookup::Unavailable { timeout: true, .. } => Err(Failure::DeadlineExceeded),
+            RecordLookup::Unavailable { message, .. } => Err(Failure::SourceUnavailable(message)),
         }
     })
     .await?;
