@@ -840,11 +840,34 @@ impl<'a> Agent<'a> {
         };
         // A date taken from the question's words is said, so the reader can see which
         // versions were judged (a program statement, not a claim: it cites nothing).
+        let zh = text::is_chinese(&state.question);
         if let Some(t) = state.time.as_ref().filter(|t| t.applied && t.changed) {
-            answer = format!(
-                "{}\n{answer}",
-                when::judged_note(t, text::is_chinese(&state.question))
-            );
+            answer = format!("{}\n{answer}", when::judged_note(t, zh));
+        }
+        // The period the words name, on the records read: a record dated outside it is
+        // said (it may not be the one the question means), and every date is traced.
+        if let Some(t) = state
+            .time
+            .as_mut()
+            .filter(|t| t.applied && t.names_a_period())
+        {
+            for r in &state.records {
+                for f in &r.hit.schema.date_fields {
+                    let Some(d) = r.hit.row.fields.get(f).and_then(when::date_of) else {
+                        continue;
+                    };
+                    let placed = t.place(format!("{}/{}", r.hit.row.table, r.hit.row.key), f, d);
+                    if !t.records.contains(&placed) {
+                        t.records.push(placed);
+                    }
+                }
+            }
+            if status != AnswerStatus::InsufficientEvidence {
+                for r in t.records.iter().filter(|r| !r.within) {
+                    answer.push('\n');
+                    answer.push_str(&t.outside_note(r, zh));
+                }
+            }
         }
         Ok(AskResponse {
             status,

@@ -32,6 +32,93 @@ pub struct QuestionTime {
     /// business clock would; the answer states the date only then (a date that changes
     /// nothing, as in a question about an event, is not worth a sentence).
     pub changed: bool,
+    /// The business dates of the records the answer read, against the period the words
+    /// name (empty when they frame the rules in force — "as of 2025", "2025 年的版本" —
+    /// rather than a time of events, or when an explicit date won).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub records: Vec<RecordInPeriod>,
+}
+
+/// One date field of a record read for the answer, and whether it lies in the period
+/// the question names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RecordInPeriod {
+    /// `table/key`.
+    pub record: String,
+    pub field: String,
+    pub date: NaiveDate,
+    pub within: bool,
+}
+
+/// Words that frame the rules in force at a date rather than a time when something
+/// happened: such a date judges versions and says nothing about records' dates.
+static RULES_FRAME: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)截至|截止|按照?|依据|根据|版本|政策|规定|\bas\s+(?:of|at)\b|\bin\s+(?:effect|force)\b|\bversion\b|\bedition\b|\bpolic(?:y|ies)\b|\brules?\b|\brelease\b",
+    )
+    .expect("frame pattern compiles")
+});
+
+impl QuestionTime {
+    /// Whether the words name a time when things happened (a period records' dates can
+    /// fall in or out of), not only the date of the rules in force.
+    pub fn names_a_period(&self) -> bool {
+        !RULES_FRAME.is_match(&self.words)
+    }
+
+    /// `date` of `record.field` against the period.
+    pub fn place(&self, record: String, field: &str, date: NaiveDate) -> RecordInPeriod {
+        RecordInPeriod {
+            record,
+            field: field.to_string(),
+            date,
+            within: self.from <= date && date <= self.to,
+        }
+    }
+
+    /// The sentence an answer states for a record dated outside the period, in the
+    /// question's language (a program statement: it cites nothing).
+    pub fn outside_note(&self, r: &RecordInPeriod, zh: bool) -> String {
+        let span = |sep: &str| {
+            if self.from == self.to {
+                self.from.to_string()
+            } else {
+                format!("{}{sep}{}", self.from, self.to)
+            }
+        };
+        if zh {
+            format!(
+                "（记录 {} 的 {} 为 {}，不在问题所说的“{}”（{}）之内。）",
+                r.record,
+                r.field,
+                r.date,
+                self.words,
+                span(" 至 ")
+            )
+        } else {
+            format!(
+                "(Record {}: {} is {}, outside “{}” ({}) in the question.)",
+                r.record,
+                r.field,
+                r.date,
+                self.words,
+                span(" to ")
+            )
+        }
+    }
+}
+
+/// A date field's value: `2025-03-31`, or the date of `2025-03-31T10:00:00` /
+/// `2025-03-31 10:00`.
+pub fn date_of(v: &serde_json::Value) -> Option<NaiveDate> {
+    let s = v.as_str()?.trim();
+    let head = s.get(..10)?;
+    let rest = &s[10..];
+    if !(rest.is_empty() || rest.starts_with('T') || rest.starts_with(' ')) {
+        return None;
+    }
+    head.parse().ok()
 }
 
 /// The time the question's words name, if any (the first expression in it).
@@ -71,6 +158,7 @@ pub fn in_question(question: &str, now: NaiveDate) -> Option<QuestionTime> {
         as_of,
         applied: true,
         changed: false,
+        records: Vec::new(),
     })
 }
 
@@ -435,6 +523,70 @@ fn ago(now: NaiveDate, n: u32, unit: &str) -> Option<(NaiveDate, NaiveDate)> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_period_of_events_is_told_from_a_frame_of_rules() {
+        let now = NaiveDate::from_ymd_opt(2026, 9, 20).unwrap();
+        for (q, period) in [
+            ("上周签收的订单", true),
+            ("last month's incidents", true),
+            ("2025 年 3 月的事故", true),
+            ("按 2025 年的版本", false),
+            ("截至 2025 年的规定", false),
+            ("the refund rules as of March 2025", true),
+            ("as of 2025, what applied?", false),
+            ("the 2025 version of the policy", false),
+        ] {
+            let t = in_question(q, now).unwrap_or_else(|| panic!("{q}"));
+            assert_eq!(t.names_a_period(), period, "{q}: {:?}", t.words);
+        }
+    }
+
+    #[test]
+    fn record_dates_are_read_and_placed() {
+        use serde_json::json;
+        let d = |s: &str| s.parse::<NaiveDate>().unwrap();
+        assert_eq!(date_of(&json!("2026-09-10")), Some(d("2026-09-10")));
+        assert_eq!(
+            date_of(&json!("2026-09-10T08:00:00Z")),
+            Some(d("2026-09-10"))
+        );
+        assert_eq!(date_of(&json!("2026-09-10 08:00")), Some(d("2026-09-10")));
+        for bad in [
+            json!("2026-09-101"),
+            json!("2026-13-01"),
+            json!(20260910),
+            json!("十月"),
+        ] {
+            assert_eq!(date_of(&bad), None, "{bad}");
+        }
+        let now = d("2026-09-20");
+        let t = in_question("上周的订单", now).unwrap();
+        assert_eq!((t.from, t.to), (d("2026-09-07"), d("2026-09-13")));
+        for (date, within) in [
+            ("2026-09-06", false),
+            ("2026-09-07", true),
+            ("2026-09-13", true),
+            ("2026-09-14", false),
+        ] {
+            assert_eq!(
+                t.place("orders/A1".into(), "signed_at", d(date)).within,
+                within,
+                "{date}"
+            );
+        }
+        let out = t.place("orders/A1".into(), "signed_at", d("2026-09-14"));
+        assert_eq!(
+            t.outside_note(&out, true),
+            "（记录 orders/A1 的 signed_at 为 2026-09-14，不在问题所说的“上周”（2026-09-07 至 2026-09-13）之内。）"
+        );
+        let t = in_question("yesterday's order", now).unwrap();
+        let out = t.place("orders/A1".into(), "signed_at", d("2026-09-14"));
+        assert_eq!(
+            t.outside_note(&out, false),
+            "(Record orders/A1: signed_at is 2026-09-14, outside “yesterday” (2026-09-19) in the question.)"
+        );
+    }
+
     use super::*;
 
     fn d(s: &str) -> NaiveDate {

@@ -237,3 +237,97 @@ fn time_words_never_widen_what_a_caller_reads() {
     );
     assert!(mine.citations.is_empty());
 }
+
+/// The period the words name is put against the dates of the records read: each is
+/// traced, and a record dated outside the period is said in the answer (the question may
+/// mean another record). Words that frame the rules in force ("2025 年的版本") name no
+/// period of events, and an explicit as-of date leaves the records alone too.
+#[test]
+fn records_dated_outside_the_period_the_question_names_are_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = common::open_scenarios(dir.path());
+    // A123 was signed 2026-09-10, A124 2026-08-25; the business clock is 2026-09-20.
+    let now = "2026-09-20";
+    let placed = |r: &AskResponse| {
+        r.trace
+            .time
+            .as_ref()
+            .map(|t| {
+                t.records
+                    .iter()
+                    .map(|p| {
+                        (
+                            p.record.clone(),
+                            p.field.clone(),
+                            p.date.to_string(),
+                            p.within,
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    let a123 = |within| {
+        vec![(
+            "orders/A123".to_string(),
+            "signed_at".to_string(),
+            "2026-09-10".to_string(),
+            within,
+        )]
+    };
+
+    let r = ask(&engine, "上周签收的订单 A123 能退吗？", now, None);
+    assert_eq!(placed(&r), a123(true), "{:#?}", r.trace.time);
+    assert!(!r.answer.contains("不在问题所说的"), "{}", r.answer);
+
+    let r = ask(&engine, "上个月签收的订单 A123 能退吗？", now, None);
+    assert_eq!(placed(&r), a123(false), "{:#?}", r.trace.time);
+    assert!(
+        r.answer
+            .contains("记录 orders/A123 的 signed_at 为 2026-09-10，不在问题所说的“上个月”（2026-08-01 至 2026-08-31）之内"),
+        "{}",
+        r.answer
+    );
+
+    let r = ask(
+        &engine,
+        "Order A124 was signed for last month and is unopened: can it be returned?",
+        now,
+        None,
+    );
+    assert_eq!(
+        placed(&r),
+        vec![(
+            "orders/A124".to_string(),
+            "signed_at".to_string(),
+            "2026-08-25".to_string(),
+            true
+        )]
+    );
+    assert!(!r.answer.contains("outside “"), "{}", r.answer);
+    let r = ask(
+        &engine,
+        "Order A124 arrived this week and is unopened: can it be returned?",
+        now,
+        None,
+    );
+    assert!(
+        r.answer.contains("(Record orders/A124: signed_at is 2026-08-25, outside “this week” (2026-09-14 to 2026-09-20) in the question.)"),
+        "{}",
+        r.answer
+    );
+
+    // The rules in force, not a time of events: versions move, records are not placed.
+    let r = ask(&engine, "按 2025 年的版本，订单 A123 能退吗？", now, None);
+    assert!(r.trace.time.as_ref().is_some_and(|t| t.applied));
+    assert!(placed(&r).is_empty(), "{:#?}", r.trace.time);
+    // An explicit date wins over the words: nothing placed either.
+    let r = ask(
+        &engine,
+        "上个月签收的订单 A123 能退吗？",
+        now,
+        Some("2026-09-20"),
+    );
+    assert!(placed(&r).is_empty(), "{:#?}", r.trace.time);
+    assert!(!r.answer.contains("不在问题所说的"), "{}", r.answer);
+}

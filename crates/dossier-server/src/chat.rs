@@ -518,7 +518,8 @@ pub async fn chat_completions(
         .filter(|m| !m.is_empty())
         .unwrap_or(MODEL_ID)
         .to_string();
-    let content = content_of(&answer);
+    // Masked whole before it is split into stream deltas (a value is never cut in two).
+    let content = caller.scope.mask(&content_of(&answer)).into_owned();
     let prompt_tokens = estimate_tokens(&checked.prompt_text);
     let completion_tokens = estimate_tokens(&content);
     let usage = Usage {

@@ -6,9 +6,9 @@
 //! it sends a model; this pass catches what neither shaped: a trace read back, a graph
 //! node's name, an echoed question. The caller's masker reaches it through a slot the
 //! middleware puts in the request and [`crate::auth::Caller`]'s extractor fills, so no
-//! route has to remember it. Streaming responses (chat with `stream: true`) are passed
-//! as they stream: their text is the agent's answer, built from masked hits by a masked
-//! model.
+//! route has to remember it. A streamed chat completion (`text/event-stream`) is built
+//! whole before it is sent, so each of its `data:` events is masked as JSON too (and
+//! its content was masked before it was split into deltas).
 
 use std::sync::{Arc, OnceLock};
 
@@ -82,7 +82,8 @@ pub(crate) async fn guard(mut req: Request, next: Next) -> Response {
         .to_ascii_lowercase();
     let json = kind.starts_with("application/json");
     let text = kind.starts_with("text/plain") || kind.starts_with("text/markdown");
-    if !(json || text) {
+    let events = kind.starts_with("text/event-stream");
+    if !(json || text || events) {
         return resp;
     }
     let (mut parts, body) = resp.into_parts();
@@ -96,7 +97,9 @@ pub(crate) async fn guard(mut req: Request, next: Next) -> Response {
             .into_response()
         }
     };
-    let masked: Vec<u8> = if json {
+    let masked: Vec<u8> = if events {
+        masked_events(&masker, &String::from_utf8_lossy(&bytes)).into_bytes()
+    } else if json {
         match serde_json::from_slice::<serde_json::Value>(&bytes) {
             Ok(mut v) => {
                 masker.mask_json(&mut v);
@@ -115,6 +118,35 @@ pub(crate) async fn guard(mut req: Request, next: Next) -> Response {
     };
     parts.headers.remove(CONTENT_LENGTH);
     Response::from_parts(parts, Body::from(masked))
+}
+
+/// Server-Sent Events with each `data:` payload masked: as JSON when it is JSON (the
+/// chunks), as text otherwise (`[DONE]` stays as it is).
+fn masked_events(masker: &Masker, text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let (body, end) = match line.strip_suffix('\n') {
+            Some(b) => (b, "\n"),
+            None => (line, ""),
+        };
+        match body.strip_prefix("data:") {
+            Some(data) => {
+                let payload = data.trim_start();
+                let masked = match serde_json::from_str::<serde_json::Value>(payload) {
+                    Ok(mut v) => {
+                        masker.mask_json(&mut v);
+                        serde_json::to_string(&v).unwrap_or_else(|_| payload.to_string())
+                    }
+                    Err(_) => masker.mask(payload).into_owned(),
+                };
+                out.push_str("data: ");
+                out.push_str(&masked);
+            }
+            None => out.push_str(&masker.mask(body)),
+        }
+        out.push_str(end);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -184,5 +216,28 @@ mod tests {
                 "{path}: {text}"
             );
         }
+    }
+
+    #[test]
+    fn every_event_of_a_stream_is_masked() {
+        let phone = samples::cn_mobile(5);
+        let stream = format!(
+            "data: {{\"choices\":[{{\"delta\":{{\"content\":\"call {phone}\\n\"}}}}]}}\n\n\
+             data: not json {phone}\n\ndata: [DONE]\n\n"
+        );
+        let masked = masked_events(&masker(), &stream);
+        assert!(!masked.contains(&phone), "{masked}");
+        assert!(masked.ends_with("data: [DONE]\n\n"), "{masked}");
+        assert_eq!(masked.matches("data: ").count(), 3, "{masked}");
+        let first: serde_json::Value = serde_json::from_str(
+            masked
+                .lines()
+                .next()
+                .unwrap()
+                .strip_prefix("data: ")
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(first["choices"][0]["delta"]["content"], "call [phone]\n");
     }
 }

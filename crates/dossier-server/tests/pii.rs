@@ -258,6 +258,14 @@ fn calls(named: &[(&'static str, String)]) -> Vec<(String, Option<Value>)> {
                         "dossier": {"now": "2026-11-30"}}),
             ),
         ));
+        // Streamed: Server-Sent Events, masked event by event.
+        out.push((
+            "/v1/chat/completions".into(),
+            Some(
+                json!({"model": "dossier", "messages": [{"role": "user", "content": question}],
+                        "stream": true, "dossier": {"now": "2026-11-30"}}),
+            ),
+        ));
     }
     out.push((
         "/mcp".into(),
