@@ -262,7 +262,9 @@ pub fn discover(paths: &[PathBuf]) -> (Vec<PathBuf>, Vec<Problem>) {
         match fs::metadata(p) {
             Err(e) => problems.push(Problem::new(p, None, format!("cannot read: {e}"))),
             Ok(m) if m.is_dir() => walk(p, &mut files, &mut problems),
-            Ok(_) if kind_of(p).is_some() => files.push(p.clone()),
+            Ok(_) if kind_of(p).is_some() || records::schema_stands_alone(p) => {
+                files.push(p.clone())
+            }
             Ok(_) => problems.push(Problem::new(p, None, "unsupported file kind")),
         }
     }
@@ -296,7 +298,8 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>, problems: &mut Vec<Problem>) {
         let Ok(ft) = entry.file_type() else { continue };
         if ft.is_dir() {
             walk(&path, files, problems);
-        } else if (ft.is_file() || (ft.is_symlink() && path.is_file())) && kind_of(&path).is_some()
+        } else if (ft.is_file() || (ft.is_symlink() && path.is_file()))
+            && (kind_of(&path).is_some() || records::schema_stands_alone(&path))
         {
             files.push(path);
         }
@@ -321,6 +324,9 @@ pub fn parse_paths(paths: &[PathBuf], opts: &IngestOptions) -> Parsed {
 
 /// Parses one file by its kind. A corpus JSONL yields one document per good line.
 pub fn parse_file(path: &Path, opts: &IngestOptions) -> (Vec<Item>, Vec<Problem>) {
+    if records::schema_stands_alone(path) {
+        return records::parse_lone_schema(path, opts);
+    }
     let Some(kind) = kind_of(path) else {
         return unsupported(path);
     };

@@ -46,6 +46,47 @@ pub(crate) fn schema_path(table: &Path) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// Whether `path` is a `TABLE.schema.yaml` with no table file beside it: a live table's
+/// schema may stand alone (its rows are read from its source at question time).
+pub(crate) fn schema_stands_alone(path: &Path) -> bool {
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+        return false;
+    };
+    let lower = name.to_ascii_lowercase();
+    let Some(stem_len) = [".schema.yaml", ".schema.yml"]
+        .iter()
+        .find_map(|ext| lower.strip_suffix(ext).map(str::len))
+    else {
+        return false;
+    };
+    let stem = &name[..stem_len];
+    !stem.is_empty()
+        && ["jsonl", "csv", "xlsx"]
+            .iter()
+            .all(|ext| !path.with_file_name(format!("{stem}.{ext}")).exists())
+}
+
+/// A schema that stands alone: a live table with no rows of its own when it names a
+/// `source`; otherwise nothing (a schema without its table file describes nothing to
+/// ingest, as before live tables).
+pub(crate) fn parse_lone_schema(path: &Path, opts: &IngestOptions) -> (Vec<Item>, Vec<Problem>) {
+    let schema = match read_bytes(path, yaml_limit(opts))
+        .and_then(|b| guard::text(&b).and_then(parse_schema))
+    {
+        Ok(s) => s,
+        Err(e) => return (vec![], vec![Problem::from_error(path, &e)]),
+    };
+    if schema.source.is_none() {
+        return (vec![], vec![]);
+    }
+    let table = RecordTable {
+        schema,
+        rows: Vec::new(),
+        path: path.to_path_buf(),
+    };
+    (vec![Item::Records(table)], vec![])
+}
+
 /// 1-based number of the first line at or after line `from` (0-based) whose text,
 /// less indentation and a list dash, starts with `prefix`.
 fn find_line(src: &str, from: usize, prefix: &str) -> Option<usize> {

@@ -290,3 +290,53 @@ fn a_bad_corpus_line_is_reported_and_the_rest_lands() {
     assert_eq!(c.meta.acl, Some(vec!["g".to_string()]));
     assert_eq!(c.chunks[0].acl, c.meta.acl);
 }
+
+/// A live table's schema may stand alone (its rows live in the source); a snapshot
+/// schema without its table file is nothing to ingest, as before; a live schema beside a
+/// table file with rows is refused (two truths); and a bad `source` is a problem on the
+/// schema's line.
+#[test]
+fn a_live_tables_schema_stands_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let live = "table: orders\ntenant: shop\nkey: order_id\nowner_field: owner\nkey_shapes: [A999]\n\
+                source:\n  kind: sql\n  connection: orders_db\n  query: SELECT * FROM orders WHERE order_id = :key AND owner = :principal\n";
+    write(d, "orders.schema.yaml", live);
+    write(
+        d,
+        "notes.schema.yaml",
+        "table: notes\ntenant: shop\nkey: id\n",
+    );
+    write(
+        d,
+        "kept.schema.yaml",
+        live.replace("table: orders", "table: kept"),
+    );
+    write(d, "kept.jsonl", "{\"order_id\":\"A1\",\"owner\":\"u7\"}\n");
+    write(
+        d,
+        "leaky.schema.yml",
+        live.replace("table: orders", "table: leaky")
+            .replace(" AND owner = :principal", ""),
+    );
+    let p = parse_paths(&[d.to_path_buf()], &IngestOptions::default());
+    let tables: Vec<_> = p
+        .items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Records(t) => Some((t.schema.table.as_str(), t.rows.len())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tables, [("orders", 0)], "{:#?}", p.problems);
+    assert!(problem_for(&p.problems, "kept.jsonl")
+        .message
+        .contains("must hold no rows"));
+    assert!(problem_for(&p.problems, "leaky.schema.yml")
+        .message
+        .contains(":principal"));
+    assert_eq!(p.problems.len(), 2, "{:#?}", p.problems);
+    // Named on its own, the same.
+    let (items, problems) = parse_file(&d.join("orders.schema.yaml"), &IngestOptions::default());
+    assert!(problems.is_empty() && matches!(&items[..], [Item::Records(t)] if t.rows.is_empty()));
+}

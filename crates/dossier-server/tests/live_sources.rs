@@ -93,7 +93,8 @@ fn make_live(corpus: &Path) -> BTreeMap<(String, String), Value> {
             let key = row["order_id"].as_str().unwrap().to_string();
             rows.insert((tenant.to_string(), key), row);
         }
-        std::fs::write(dir.join("orders.jsonl"), "").unwrap();
+        // A live table's schema stands alone: its rows are the service's.
+        std::fs::remove_file(dir.join("orders.jsonl")).unwrap();
         let schema = std::fs::read_to_string(dir.join("orders.schema.yaml")).unwrap();
         std::fs::write(
             dir.join("orders.schema.yaml"),
