@@ -38,6 +38,13 @@ const MAX_SEEDS: usize = 8;
 const LOCAL_HOPS: usize = 2;
 /// How far DEPENDS_ON is followed from a hit.
 const MAX_DEPENDS_ON_DEPTH: usize = 3;
+/// The best hits whose named documents are second-hop candidates in `graph` mode.
+const BRIDGE_FROM_HITS: usize = 5;
+/// At most this many named documents are scored as second hops.
+const MAX_BRIDGE_DOCS: usize = 64;
+/// The weight of the second-hop list in `graph` mode's fusion (chosen on
+/// hotpotqa-dev100 and musique-dev100; BENCHMARKS.md).
+const BRIDGE_WEIGHT: f32 = 1.0;
 
 /// Tenant graphs by tenant, each with the generation of its tenant it reflects. Each
 /// tenant has its own slot, locked while its graph is built in a request: concurrent
@@ -91,6 +98,9 @@ pub(crate) struct TenantState {
     /// chunk id → sequence number, and back to chunk id and document id.
     pub(crate) chunk_seq: HashMap<String, u64>,
     pub(crate) seq_chunk: HashMap<u64, (String, String)>,
+    /// The versions of each document the graph read (to find a named document's
+    /// versions in the document view without a walk over it).
+    doc_versions: HashMap<String, BTreeSet<String>>,
     /// Record tables by name: schema and rows by key, as read for this graph.
     tables: Tables,
     /// The tenant's record tables as of a later records generation, read when this
@@ -443,8 +453,13 @@ impl Engine {
             let mut chunks: Vec<Chunk> = Vec::with_capacity(seqs.len());
             let mut chunk_seq = HashMap::new();
             let mut seq_chunk = HashMap::new();
+            let mut doc_versions: HashMap<String, BTreeSet<String>> = HashMap::new();
             catalog.for_each_chunk(Some(&seqs), &mut |c, _| {
                 if c.chunk.tenant == tenant && dvs.contains(&c.dv) {
+                    doc_versions
+                        .entry(c.chunk.doc_id.clone())
+                        .or_default()
+                        .insert(c.chunk.version.clone());
                     chunk_seq.insert(c.chunk.chunk_id.clone(), c.seq);
                     seq_chunk.insert(c.seq, (c.chunk.chunk_id.clone(), c.chunk.doc_id.clone()));
                     chunks.push(c.chunk);
@@ -525,6 +540,7 @@ impl Engine {
                 graph,
                 chunk_seq,
                 seq_chunk,
+                doc_versions,
                 tables: tables_by_name(tables),
                 tables_now: Mutex::new(None),
                 views: Mutex::new(HashMap::new()),
@@ -778,7 +794,31 @@ impl Engine {
                 let mut ppr =
                     to_scored(&view.chunk_scores(&weighted, &chunk_seeds, DAMPING, ITERS));
                 ppr.truncate(depth);
-                rrf(&[(&hybrid, 1.0), (&ppr, 1.0)], DEFAULT_RRF_K, k)
+                let bridges =
+                    self.bridge_rank(scope, &state, &view, query, &hybrid_chunks, &seeds, cancel)?;
+                tracing::Span::current().record("graph.bridges", bridges.len());
+                let mut fused = rrf(
+                    &[(&hybrid, 1.0), (&ppr, 1.0), (&bridges, BRIDGE_WEIGHT)],
+                    DEFAULT_RRF_K,
+                    k,
+                );
+                // A second hop is reached from the first: the passage that leads the
+                // one-hop ranking keeps the lead.
+                let lead = rrf(&[(&hybrid, 1.0), (&ppr, 1.0)], DEFAULT_RRF_K, 1);
+                if let Some(first) = lead.first() {
+                    if let Some(at) = fused.iter().position(|s| s.seq == first.seq) {
+                        let lead = fused.remove(at);
+                        fused.insert(0, lead);
+                    } else if !bridges.is_empty() {
+                        fused.insert(0, *first);
+                        fused.truncate(k);
+                    }
+                    // Scores stay in rank order for whatever sorts by them later.
+                    if let [a, b, ..] = fused.as_mut_slice() {
+                        a.score = a.score.max(b.score + f32::EPSILON);
+                    }
+                }
+                fused
             }
         };
         let expansion = self.depends_on_expansion(scope, &state, &view, query, &ranked)?;
@@ -791,6 +831,100 @@ impl Engine {
             subgraph,
             reports,
         })
+    }
+
+    /// Second hops: the documents the best hits name (their `mentions_document` edges,
+    /// which the scope's view holds only where it may read the naming text) and the
+    /// documents the question names, ranked against the question — BM25 and dense, fused
+    /// — within those documents' versions the scope admits, and nothing else. A bridge
+    /// passage ("the director of film X" → the director's own passage) enters the
+    /// fusion on its own score, not as a neighbour of a hit.
+    #[allow(clippy::too_many_arguments)]
+    fn bridge_rank(
+        &self,
+        scope: &Scope,
+        state: &TenantState,
+        view: &GraphView,
+        query: &str,
+        hybrid_chunks: &[&str],
+        seeds: &[EntityId],
+        cancel: &dossier_core::cancel::Cancel,
+    ) -> Result<Vec<Scored>> {
+        let from: HashSet<&str> = hybrid_chunks
+            .iter()
+            .take(BRIDGE_FROM_HITS)
+            .copied()
+            .collect();
+        let hit_docs: HashSet<&str> = from
+            .iter()
+            .filter_map(|c| {
+                let seq = state.chunk_seq.get(*c)?;
+                state.seq_chunk.get(seq).map(|(_, d)| d.as_str())
+            })
+            .collect();
+        let mut named: Vec<&str> = Vec::new();
+        fn add<'a>(
+            state: &'a TenantState,
+            hit_docs: &HashSet<&str>,
+            d: &str,
+            named: &mut Vec<&'a str>,
+        ) {
+            if let Some((doc, _)) = state.doc_versions.get_key_value(d) {
+                if !hit_docs.contains(doc.as_str()) && !named.contains(&doc.as_str()) {
+                    named.push(doc.as_str());
+                }
+            }
+        }
+        for s in seeds {
+            if let Some(d) = s.key.strip_prefix("doc:") {
+                add(state, &hit_docs, d, &mut named);
+            }
+        }
+        for e in view.edges() {
+            if named.len() >= MAX_BRIDGE_DOCS {
+                break;
+            }
+            if e.relation != "mentions_document" {
+                continue;
+            }
+            let from_hit = e
+                .provenance
+                .iter()
+                .any(|p| p.chunk_id.as_deref().is_some_and(|c| from.contains(c)));
+            if let (true, Some(d)) = (from_hit, e.to.key.strip_prefix("doc:")) {
+                add(state, &hit_docs, d, &mut named);
+            }
+        }
+        named.truncate(MAX_BRIDGE_DOCS);
+        if named.is_empty() {
+            return Ok(vec![]);
+        }
+        let snap = self.store.snapshot();
+        let admitted = snap.view.admit(scope);
+        let mut dvs = Vec::new();
+        for doc in named {
+            for version in state.doc_versions.get(doc).into_iter().flatten() {
+                if let Some(i) = snap.view.find(scope.tenant(), doc, version) {
+                    let dv = snap.view.entry(i).dv;
+                    if admitted.contains(dv) {
+                        dvs.push(dv);
+                    }
+                }
+            }
+        }
+        if dvs.is_empty() {
+            return Ok(vec![]);
+        }
+        let within = Admit::from_ordinals(dvs);
+        self.rank_in(
+            &snap,
+            scope,
+            cancel,
+            query,
+            Mode::Hybrid,
+            BRIDGE_FROM_HITS * 2,
+            &within,
+        )
     }
 
     /// For every hit document that `depends_on` another (through an edge the scope may

@@ -253,6 +253,7 @@ impl Engine {
             k,
             hits = tracing::field::Empty,
             graph.seed_entities = tracing::field::Empty,
+            graph.bridges = tracing::field::Empty,
             graph.nodes_expanded = tracing::field::Empty,
             graph.edges_expanded = tracing::field::Empty,
         );
