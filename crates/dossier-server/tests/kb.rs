@@ -87,9 +87,7 @@ async fn server_over(docs: &[Doc]) -> (Server, PathBuf, tempfile::TempDir) {
     let engine = common::hash_engine(&dir.path().join("store"), std::slice::from_ref(&corpus));
     // Hundreds of calls per server: a rate that never refuses one, so every pair
     // compares real answers.
-    let mut config = dossier_server::ServerConfig::default();
-    config.limits.rate_per_sec = 10_000.0;
-    config.limits.burst = 10_000;
+    let config = common::unthrottled();
     let server = Server::start_with(Arc::new(engine), &[], config, None).await;
     std::fs::write(
         &server.keys_path,

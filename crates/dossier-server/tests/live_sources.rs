@@ -18,8 +18,7 @@ use std::sync::Arc;
 
 use common::masks::masked;
 use common::world::{seeds, World};
-use common::{Reply, Server};
-use dossier_server::hash_key;
+use common::{urlencode, Reply, Server};
 use dossier_sources::{ConnectionSpec, Sources, SourcesSpec};
 use serde_json::{json, Value};
 
@@ -135,36 +134,19 @@ async fn fixture(seed: u64) -> Fixture {
         .into(),
     };
     engine.set_record_sources(Arc::new(Sources::new(&spec, []).unwrap()));
-    let mut config = dossier_server::ServerConfig::default();
-    config.limits.rate_per_sec = 10_000.0;
-    config.limits.burst = 10_000;
-    let server = Server::start_with(Arc::new(engine), &[], config, None).await;
-    std::fs::write(
-        &server.keys_path,
-        format!(
-            "- {{key_sha256: {}, principal: reader}}\n",
-            hash_key(READER)
-        ),
+    let server = Server::start_with(
+        Arc::new(engine),
+        &[(READER, "reader", false)],
+        common::unthrottled(),
+        None,
     )
-    .unwrap();
-    server.state.keys.reload().unwrap();
+    .await;
     Fixture {
         world,
         server,
         mode,
         _dir: dir,
     }
-}
-
-fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// Every request that reads order `key`.

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use common::masks::{mask_value, masked};
 use common::world::{seeds, World};
-use common::{Reply, Server};
+use common::{urlencode, Reply, Server};
 use dossier_server::{hash_key, KeyStore};
 use serde_json::{json, Value};
 
@@ -46,9 +46,7 @@ async fn fixture(seed: u64) -> Fixture {
 async fn fixture_server(engine: Arc<dossier_engine::Engine>) -> Server {
     // Hundreds of pairs per seed (an MCP call counts twice: its message and its tool's
     // request): a rate that never refuses one, so every pair compares real answers.
-    let mut config = dossier_server::ServerConfig::default();
-    config.limits.rate_per_sec = 10_000.0;
-    config.limits.burst = 10_000;
+    let config = common::unthrottled();
     let server = Server::start_with(engine, &[], config, None).await;
     let keys = format!(
         "- {{key_sha256: {}, principal: reader}}\n\
@@ -79,17 +77,6 @@ async fn send(s: &Server, key: &str, call: Call, id: &str) -> Reply {
         Call::Post(p, body) => s.post(&enc(p), key, body(id)).await,
         Call::Delete(p) => s.delete(&enc(p), key).await,
     }
-}
-
-fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// Sends `call` with `hidden` and with a missing identifier of its shape; the two

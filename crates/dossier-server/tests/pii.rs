@@ -11,10 +11,10 @@ mod common;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use common::Server;
+use common::{urlencode, Server};
 use dossier_core::pii::{samples, OwnPattern, PiiPolicy, PolicySpec, TenantSpec};
 use dossier_llm::{ChatModel, ChatRequest, ChatResponse, LlmError, Role};
-use dossier_server::{hash_key, AuditQuestions, ServerConfig};
+use dossier_server::{hash_key, AuditQuestions};
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
@@ -193,9 +193,7 @@ async fn server(
     write_corpus(&corpus, &named);
     let engine = common::hash_engine(&dir.path().join("store"), std::slice::from_ref(&corpus));
     engine.store().set_pii_policy(policy());
-    let mut config = ServerConfig::default();
-    config.limits.rate_per_sec = 10_000.0;
-    config.limits.burst = 10_000;
+    let mut config = common::unthrottled();
     config.audit_questions = AuditQuestions::Text;
     let echo = Arc::new(Echo::default());
     let s = Server::start_with(Arc::new(engine), &[], config, Some(echo.clone())).await;
@@ -292,18 +290,6 @@ fn calls(named: &[(&'static str, String)]) -> Vec<(String, Option<Value>)> {
         ));
     }
     out
-}
-
-fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b == b'-' {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
 }
 
 /// Status, headers and body of every call, as text; ask request ids gathered.

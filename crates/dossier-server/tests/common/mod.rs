@@ -55,6 +55,28 @@ pub fn hash_engine(store: &Path, paths: &[PathBuf]) -> Engine {
     .unwrap()
 }
 
+/// A configuration whose rate limits never refuse a request of a test that sends
+/// hundreds (so every compared pair is a real answer, not two 429s).
+pub fn unthrottled() -> ServerConfig {
+    let mut config = ServerConfig::default();
+    config.limits.rate_per_sec = 10_000.0;
+    config.limits.burst = 10_000;
+    config
+}
+
+/// `s` percent-encoded for one path segment (everything but RFC 3986's unreserved
+/// characters).
+pub fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 /// One engine for the whole test binary, for the tests that do not write (the store is
 /// single-process).
 pub fn shared_engine() -> Arc<Engine> {

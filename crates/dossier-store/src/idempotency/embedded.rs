@@ -47,6 +47,23 @@ fn encode(row: &KeyRow) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// Whether `key` of `principal` is still the running claim of the request that digests to
+/// `fingerprint` (not done, not taken over by another request).
+fn still_claimed(
+    t: &impl ReadableTable<(&'static str, &'static str), &'static [u8]>,
+    principal: &str,
+    key: &str,
+    fingerprint: &str,
+) -> Result<bool> {
+    Ok(match t.get((principal, key))? {
+        Some(v) => {
+            let row = decode(v.value())?;
+            row.done.is_none() && row.fingerprint == fingerprint
+        }
+        None => false,
+    })
+}
+
 fn decode(bytes: &[u8]) -> Result<KeyRow> {
     let bad = || Error::Catalog("idempotency key: damaged row".into());
     let len = u32::from_le_bytes(
@@ -122,13 +139,7 @@ impl IdempotencyLog for Catalog {
         let tx = self.db.begin_write()?;
         {
             let mut t = tx.open_table(KEYS)?;
-            let ours = match t.get((principal, key))? {
-                Some(v) => {
-                    let row = decode(v.value())?;
-                    row.done.is_none() && row.fingerprint == fingerprint
-                }
-                None => false,
-            };
+            let ours = still_claimed(&t, principal, key, fingerprint)?;
             if ours {
                 let row = KeyRow {
                     fingerprint: fingerprint.to_string(),
@@ -168,13 +179,7 @@ impl IdempotencyLog for Catalog {
         let tx = self.db.begin_write()?;
         {
             let mut t = tx.open_table(KEYS)?;
-            let ours = match t.get((principal, key))? {
-                Some(v) => {
-                    let row = decode(v.value())?;
-                    row.done.is_none() && row.fingerprint == fingerprint
-                }
-                None => false,
-            };
+            let ours = still_claimed(&t, principal, key, fingerprint)?;
             if ours {
                 t.remove((principal, key))?;
             }
