@@ -30,6 +30,7 @@ pub mod masking;
 pub mod model;
 pub mod planner;
 pub mod reports;
+pub mod rerank;
 pub mod router;
 pub mod text;
 pub mod tools;
@@ -97,6 +98,10 @@ pub struct Step {
     pub proposed_by: String,
     /// 1 for the first attempt, 2 for a retry after a timeout.
     pub attempt: usize,
+    /// Why the program made the call, when it followed the evidence (a document the
+    /// evidence names that no evidence came from yet).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
     /// The call's normalised arguments ([`ToolCall::dedup_key`]).
     #[serde(skip)]
     pub key: String,
@@ -187,6 +192,8 @@ pub struct Trace {
     /// (`applied: false` when the request's explicit as-of date won).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub time: Option<when::QuestionTime>,
+    /// The evidence pool before and after reranking (empty when nothing was found).
+    pub rerank: rerank::RerankTrace,
 }
 
 /// One claim of an answer (a clause of a sentence, with the marks it cites) and whether
@@ -301,6 +308,9 @@ pub struct State {
     pub term_weights: std::collections::HashMap<String, f32>,
     /// Documents linked from records, with the business date to judge them at.
     pub linked_documents: Vec<(String, NaiveDate)>,
+    /// Documents the evidence names (index-time title links) that the scope may read:
+    /// the second hops a follow-up search may go to.
+    pub named: Vec<dossier_engine::NamedDocument>,
     pub conflicts: Vec<Conflict>,
     pub reports: Vec<ReportJson>,
     /// Computed once the evidence is in (see [`conditions::conclude`]).
@@ -517,6 +527,7 @@ impl<'a> Agent<'a> {
             fact_sources: BTreeMap::new(),
             term_weights: Default::default(),
             linked_documents: vec![],
+            named: vec![],
             conflicts: vec![],
             reports: vec![],
             conclusions: vec![],
@@ -605,7 +616,7 @@ impl<'a> Agent<'a> {
                 table: r.table.clone(),
                 key: r.key.clone(),
             };
-            let status = self.execute(&mut state, &mut budget, call, 0, "program");
+            let status = self.execute(&mut state, &mut budget, call, 0, "program", None);
             // A live source that did not answer: the record's facts are missing, not
             // absent. The rest is still answered, and the gap names the record.
             if matches!(status, ToolStatus::Timeout | ToolStatus::Error) {
@@ -635,6 +646,13 @@ impl<'a> Agent<'a> {
         for round in 0..rounds {
             let _plan = tracing::info_span!("plan", round, planner = planner_name).entered();
             let before = (state.evidence.len(), state.records.len());
+            // What the evidence so far names: where a follow-up search may go next.
+            let chunks: Vec<&str> = state.evidence.iter().map(|e| e.chunk_id.as_str()).collect();
+            state.named = if chunks.is_empty() {
+                vec![]
+            } else {
+                self.tools.documents_named_by(&state.scope, &chunks)
+            };
             let mut proposals = Vec::new();
             if let Some(mp) = model_planner.as_mut() {
                 // Later rounds only while something is still uncovered: the model sees
@@ -683,7 +701,14 @@ impl<'a> Agent<'a> {
                     planner::share_results(&mut state, &p);
                     continue;
                 }
-                self.execute(&mut state, &mut budget, p.call, p.sub_question, &p.by);
+                self.execute(
+                    &mut state,
+                    &mut budget,
+                    p.call,
+                    p.sub_question,
+                    &p.by,
+                    p.why,
+                );
             }
             planner::judge(&mut state);
             cover_by_conclusions(&mut state);
@@ -704,6 +729,7 @@ impl<'a> Agent<'a> {
         planner::judge(&mut state);
         cover_by_conclusions(&mut state);
         self.judge_by_meaning(&mut state);
+        let rerank = self.rerank(&mut state, model, &mut budget);
 
         let known = format!(
             "{}\n{}",
@@ -909,8 +935,85 @@ impl<'a> Agent<'a> {
                 verifier: notes,
                 claims,
                 time: state.time,
+                rerank,
             },
         })
+    }
+
+    /// Reorders the evidence pool against the question ([`rerank`]): fusion of fetch
+    /// order, lexical and dense rank and graph evidence, then — with a model — its
+    /// pointwise judgement of the top, within the budget. The writer takes the passages
+    /// in this order.
+    fn rerank(
+        &self,
+        state: &mut State,
+        model: Option<&dyn dossier_llm::ChatModel>,
+        budget: &mut BudgetUse,
+    ) -> rerank::RerankTrace {
+        if state.evidence.is_empty() {
+            return rerank::RerankTrace::default();
+        }
+        let _span = tracing::info_span!("rerank", pool = state.evidence.len()).entered();
+        let chunks: Vec<&str> = state.evidence.iter().map(|e| e.chunk_id.as_str()).collect();
+        let mut documents: Vec<String> = Vec::new();
+        for e in &state.evidence {
+            if !documents.contains(&e.doc_id) {
+                documents.push(e.doc_id.clone());
+            }
+        }
+        let ranks = self
+            .tools
+            .passage_ranks(&state.scope, &state.question, &documents, &chunks)
+            .unwrap_or_else(|| tools::PassageRanks {
+                lexical: vec![None; chunks.len()],
+                dense: vec![None; chunks.len()],
+            });
+        // Graph evidence: another passage of the pool names this one's document.
+        let named = self.tools.documents_named_by(&state.scope, &chunks);
+        let candidates: Vec<rerank::Candidate> = state
+            .evidence
+            .iter()
+            .enumerate()
+            .map(|(i, e)| rerank::Candidate {
+                chunk_id: &e.chunk_id,
+                doc_id: &e.doc_id,
+                version: &e.version,
+                title: &e.title,
+                text: &e.text,
+                fetched: i,
+                lexical_rank: ranks.lexical.get(i).copied().flatten(),
+                dense_rank: ranks.dense.get(i).copied().flatten(),
+                named_by: named
+                    .iter()
+                    .filter(|n| n.doc_id == e.doc_id && n.named_by != e.chunk_id)
+                    .count(),
+            })
+            .collect();
+        let judge = model.map(|m| rerank::ModelReranker { model: m });
+        let mut admit = |tokens: Option<u64>| match tokens {
+            None => budget.admit_model_call(),
+            Some(n) => {
+                budget.add_tokens(n);
+                true
+            }
+        };
+        let t = Instant::now();
+        let (order, trace) = rerank::rerank(
+            &state.question,
+            &candidates,
+            &rerank::FusionReranker,
+            judge.as_ref(),
+            &mut admit,
+        );
+        if judge.is_some() {
+            state.metrics.model_ms += t.elapsed().as_millis() as u64;
+        }
+        let mut pool: Vec<Option<Evidence>> = std::mem::take(&mut state.evidence)
+            .into_iter()
+            .map(Some)
+            .collect();
+        state.evidence = order.into_iter().filter_map(|i| pool[i].take()).collect();
+        trace
     }
 
     /// Sub-questions neither words nor conclusions covered: covered when an evidence
@@ -984,6 +1087,7 @@ impl<'a> Agent<'a> {
         call: ToolCall,
         sq: usize,
         by: &str,
+        why: Option<String>,
     ) -> ToolStatus {
         let key = call.dedup_key();
         if state.already(&call) {
@@ -1037,6 +1141,7 @@ impl<'a> Agent<'a> {
                 sub_question: sq,
                 proposed_by: by.into(),
                 attempt,
+                why: why.clone(),
                 key: key.clone(),
             });
             if status == ToolStatus::Timeout {
@@ -1067,7 +1172,7 @@ impl<'a> Agent<'a> {
                         table: table.clone(),
                         key: value.to_string(),
                     };
-                    self.execute(state, budget, call, sq, "program");
+                    self.execute(state, budget, call, sq, "program", None);
                     for r in &mut state.records[before..] {
                         r.business_date = r.business_date.or(business_date);
                     }
@@ -1129,6 +1234,7 @@ impl<'a> Agent<'a> {
                 verifier: vec![],
                 claims: vec![],
                 time: state.time,
+                rerank: Default::default(),
             },
         }
     }

@@ -144,6 +144,7 @@ impl<'m> ModelPlanner<'m> {
                     call,
                     sub_question: sq,
                     by: "model".into(),
+                    why: None,
                 }),
                 Err(reason) => rejected.push(Rejected {
                     proposed_by: "model".into(),

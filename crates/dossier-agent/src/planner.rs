@@ -21,6 +21,8 @@ pub struct Proposal {
     pub sub_question: usize,
     /// `deterministic` or `model`.
     pub by: String,
+    /// Why, when the program followed the evidence; shown in the step's trace.
+    pub why: Option<String>,
 }
 
 /// Proposes calls from the state. Proposals are only proposals: the loop validates
@@ -149,6 +151,7 @@ impl Planner for DeterministicPlanner {
             call,
             sub_question: i,
             by: "deterministic".into(),
+            why: None,
         };
         for i in 0..n {
             let sq = &state.sub_questions[i];
@@ -236,6 +239,12 @@ impl Planner for DeterministicPlanner {
                             }
                         }
                     }
+                    out.extend(bridge_follow_ups(state, i).into_iter().map(|(call, why)| {
+                        Proposal {
+                            why: Some(why),
+                            ..p(call, i)
+                        }
+                    }));
                     self.stage[i] = 2;
                 }
                 2 => {
@@ -268,6 +277,56 @@ impl Planner for DeterministicPlanner {
         }
         out
     }
+}
+
+/// Evidence passages of a sub-question (best first) whose named documents it follows.
+const BRIDGE_SOURCES: usize = 3;
+/// Follow-up searches per sub-question into documents its evidence names.
+const MAX_BRIDGE_FOLLOWS: usize = 2;
+/// Passages each follow-up takes from its document.
+const BRIDGE_K: usize = 2;
+
+/// Second hops from the evidence (IRCoT-like, driven by the program): documents the
+/// sub-question's best evidence names — titles linked at index time — that no evidence
+/// comes from yet, each searched on its own against the sub-question. Each call comes
+/// with the reason the trace shows.
+fn bridge_follow_ups(state: &State, i: usize) -> Vec<(ToolCall, String)> {
+    // Covered or not: words shared with a look-alike cover a sub-question as well as
+    // the answer does. On musique-dev100 following only uncovered ones reached Recall@10
+    // 0.679, following always 0.698 (never: 0.676).
+    if !state.linked_documents.is_empty() {
+        // A record's documents are judged at its business date; nothing else answers.
+        return vec![];
+    }
+    let have: HashSet<&str> = state.evidence.iter().map(|e| e.doc_id.as_str()).collect();
+    let sources: Vec<&str> = state
+        .evidence_of(i)
+        .into_iter()
+        .take(BRIDGE_SOURCES)
+        .map(|e| e.chunk_id.as_str())
+        .collect();
+    let query = query_of(state, i);
+    state
+        .named
+        .iter()
+        .filter(|d| sources.contains(&d.named_by.as_str()) && !have.contains(d.doc_id.as_str()))
+        .take(MAX_BRIDGE_FOLLOWS)
+        .map(|d| {
+            (
+                ToolCall::DocumentSearch {
+                    query: query.clone(),
+                    mode: "hybrid".into(),
+                    k: BRIDGE_K,
+                    documents: vec![d.doc_id.clone()],
+                    as_of: None,
+                },
+                format!(
+                    "evidence {} names \"{}\" ({}), which no evidence came from yet",
+                    d.named_by, d.title, d.doc_id
+                ),
+            )
+        })
+        .collect()
 }
 
 /// Whether an evidence sentence is about the sub-question: it names the
@@ -368,10 +427,16 @@ pub fn validate(state: &State, p: &Proposal) -> Result<(), String> {
             if *k == 0 || *k > 20 {
                 return Err("k is 1 to 20".into());
             }
-            // Restrictions and dates come from records, never from a planner's say-so.
-            let linked = |d: &String| state.linked_documents.iter().any(|(x, _)| x == d);
+            // Restrictions and dates come from records and the evidence, never from a
+            // planner's say-so.
+            let linked = |d: &String| {
+                state.linked_documents.iter().any(|(x, _)| x == d)
+                    || state.named.iter().any(|n| &n.doc_id == d)
+            };
             if !documents.iter().all(linked) {
-                return Err("documents may only be those records link to".into());
+                return Err(
+                    "documents may only be those records link to or the evidence names".into(),
+                );
             }
             if let Some(at) = as_of {
                 if !state.linked_documents.iter().any(|(_, d)| d == at) {

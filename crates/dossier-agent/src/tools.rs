@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use chrono::NaiveDate;
 use dossier_core::{RecordRow, RecordSchema};
 use dossier_engine::Scope;
-use dossier_engine::{Conflict, Engine, GraphEdge, Mode, RecordLookup, ReportJson};
+use dossier_engine::{Conflict, Engine, GraphEdge, Mode, NamedDocument, RecordLookup, ReportJson};
 use serde::{Deserialize, Serialize};
 
 /// A tool call, as proposed by a planner and checked by the program.
@@ -177,6 +177,33 @@ pub trait ToolRunner: Sync {
     fn term_weights(&self, _scope: &Scope, _text: &str) -> Option<Vec<(String, f32)>> {
         None
     }
+
+    /// The documents the passages `chunks` name (titles linked at index time) that the
+    /// scope may read, in the order of the first passage naming each; empty when
+    /// unknown. A document the scope may not read is not there, as if it did not exist.
+    fn documents_named_by(&self, _scope: &Scope, _chunks: &[&str]) -> Vec<NamedDocument> {
+        vec![]
+    }
+
+    /// For each of `chunks` (passages of `documents`), its position among those
+    /// documents' passages the scope admits for `query`, by BM25 and by vector; `None`
+    /// where a ranking did not reach it, and `None` as a whole when unknown.
+    fn passage_ranks(
+        &self,
+        _scope: &Scope,
+        _query: &str,
+        _documents: &[String],
+        _chunks: &[&str],
+    ) -> Option<PassageRanks> {
+        None
+    }
+}
+
+/// [`ToolRunner::passage_ranks`]: one entry per passage asked about.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PassageRanks {
+    pub lexical: Vec<Option<usize>>,
+    pub dense: Vec<Option<usize>>,
 }
 
 /// The real tools, on an engine.
@@ -220,6 +247,40 @@ fn evidence_of(hits: Vec<dossier_engine::Hit>, step: usize) -> Vec<Evidence> {
 }
 
 impl ToolRunner for EngineTools<'_> {
+    fn passage_ranks(
+        &self,
+        scope: &Scope,
+        query: &str,
+        documents: &[String],
+        chunks: &[&str],
+    ) -> Option<PassageRanks> {
+        // Deep enough to place every passage of a pool that fills its budget.
+        let k = (chunks.len() * 4 + 20).min(200);
+        let rank = |mode: Mode| -> Option<Vec<Option<usize>>> {
+            let resp = self
+                .engine
+                .search_within_until(scope, query, mode, k, documents, &self.cancel)
+                .ok()?;
+            let at: std::collections::HashMap<&str, usize> = resp
+                .hits
+                .iter()
+                .enumerate()
+                .map(|(i, h)| (h.chunk_id.as_str(), i))
+                .collect();
+            Some(chunks.iter().map(|c| at.get(c).copied()).collect())
+        };
+        Some(PassageRanks {
+            lexical: rank(Mode::Bm25)?,
+            dense: rank(Mode::Vector)?,
+        })
+    }
+
+    fn documents_named_by(&self, scope: &Scope, chunks: &[&str]) -> Vec<NamedDocument> {
+        self.engine
+            .documents_named_by(scope, chunks)
+            .unwrap_or_default()
+    }
+
     fn term_weights(&self, scope: &Scope, text: &str) -> Option<Vec<(String, f32)>> {
         self.engine.term_specificity(scope, text).ok()
     }
@@ -383,6 +444,20 @@ pub struct FaultInjector<'a> {
 }
 
 impl ToolRunner for FaultInjector<'_> {
+    fn passage_ranks(
+        &self,
+        scope: &Scope,
+        query: &str,
+        documents: &[String],
+        chunks: &[&str],
+    ) -> Option<PassageRanks> {
+        self.inner.passage_ranks(scope, query, documents, chunks)
+    }
+
+    fn documents_named_by(&self, scope: &Scope, chunks: &[&str]) -> Vec<NamedDocument> {
+        self.inner.documents_named_by(scope, chunks)
+    }
+
     fn term_weights(&self, scope: &Scope, text: &str) -> Option<Vec<(String, f32)>> {
         self.inner.term_weights(scope, text)
     }

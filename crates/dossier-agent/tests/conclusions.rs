@@ -216,7 +216,7 @@ fn model_claims_are_kept_only_when_their_citation_supports_them() {
     // Planner gets nothing usable; the writer says one true thing, one that contradicts
     // the computed conclusion, one about another topic citing the same clause, and one
     // number the clause does not state.
-    let m = ScriptedChat::new([
+    let m = scripted([
         ChatResponse::text("no tools"),
         ChatResponse::text(
             "Order B2 was delivered 20 days ago, past the 14 days of delivery [1]. \
@@ -258,7 +258,13 @@ fn model_claims_are_kept_only_when_their_citation_supports_them() {
     assert_eq!(r.trace.writer, "model");
 
     // The prompt's example never is a domain sentence the model can copy.
-    let writer_prompt = &m.requests()[1];
+    // The planner's call, then the writer's (the reranker's calls are answered apart).
+    let requests: Vec<_> = m
+        .requests()
+        .into_iter()
+        .filter(|q| q.messages[0].content != dossier_agent::rerank::JUDGE_INSTRUCTION)
+        .collect();
+    let writer_prompt = &requests[1];
     let text: String = writer_prompt
         .messages
         .iter()
@@ -272,7 +278,7 @@ fn model_claims_are_kept_only_when_their_citation_supports_them() {
     assert!(text.contains("Does not meet"), "{text}");
 
     // Nothing supported: the extractive answer stands, and the trace says why.
-    let m = ScriptedChat::new([
+    let m = scripted([
         ChatResponse::text("no tools"),
         ChatResponse::text("不能无理由退货 [1]。"),
     ]);
@@ -309,7 +315,7 @@ fn a_later_planning_round_sees_the_evidence_and_is_bounded() {
         "record",
         serde_json::json!({"table": "orders", "key": "B4", "owner": "bo"}),
     );
-    let m = ScriptedChat::new([
+    let m = scripted([
         ChatResponse::text("no tools"),
         ChatResponse::calls(vec![follow_up, owner_try]),
         ChatResponse::calls(vec![]),
@@ -351,4 +357,13 @@ fn a_later_planning_round_sees_the_evidence_and_is_bounded() {
         .steps
         .iter()
         .any(|s| s.args.to_string().contains("B4")));
+}
+
+/// A scripted model for the planner and the writer; the reranker's judgements are
+/// answered outside the script (every passage "part of the answer").
+fn scripted<const N: usize>(responses: [ChatResponse; N]) -> ScriptedChat {
+    ScriptedChat::new(responses).answering(
+        dossier_agent::rerank::JUDGE_INSTRUCTION,
+        ChatResponse::text(r#"{"score": 2}"#),
+    )
 }

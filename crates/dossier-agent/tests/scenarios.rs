@@ -59,7 +59,11 @@ fn a_models_free_search_never_brings_another_version_of_a_linked_document() {
         dossier_llm::ChatResponse::calls(vec![search.clone()]),
         dossier_llm::ChatResponse::calls(vec![search]),
         dossier_llm::ChatResponse::text("无"),
-    ]);
+    ])
+    .answering(
+        dossier_agent::rerank::JUDGE_INSTRUCTION,
+        dossier_llm::ChatResponse::text(r#"{"score": 2}"#),
+    );
     let r = common::ask(
         &engine,
         Some(&model),

@@ -37,13 +37,13 @@ pub struct AskEvalOptions {
 }
 
 #[derive(Debug, Deserialize)]
-struct Question {
-    id: String,
-    question: String,
+pub(crate) struct Question {
+    pub(crate) id: String,
+    pub(crate) question: String,
     #[serde(default, deserialize_with = "answer_strings")]
     answers: Vec<String>,
     #[serde(default)]
-    gold_ids: Vec<String>,
+    pub(crate) gold_ids: Vec<String>,
     #[serde(default, rename = "type")]
     kind: Option<String>,
 }
@@ -688,7 +688,7 @@ pub struct AskEvalReport {
     pub per_question: Vec<Outcome>,
 }
 
-fn read_questions(path: &Path) -> Result<Vec<Question>> {
+pub(crate) fn read_questions(path: &Path) -> Result<Vec<Question>> {
     let file = std::fs::File::open(path).with_context(|| path.display().to_string())?;
     let mut out = Vec::new();
     for (i, line) in std::io::BufReader::new(file).lines().enumerate() {

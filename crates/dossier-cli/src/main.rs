@@ -6,6 +6,7 @@ mod bench;
 mod bench_ask;
 mod bench_embed;
 mod bench_graph;
+mod eval_agent;
 mod eval_ask;
 mod migrate;
 mod review;
@@ -107,7 +108,10 @@ enum Command {
     /// with --ask, answer-level evaluation of the ask agent.
     Eval {
         dataset: PathBuf,
-        /// bm25, vector, hybrid, or all (every mode in one run). Not with --ask.
+        /// bm25, vector, hybrid, graph, local, global, drift, or all (every search
+        /// mode in one run), comma-separated; `agent` adds the ask loop as a mode (the
+        /// evidence it gathered, cited first; with --llm when a model is wanted).
+        /// Not with --ask.
         #[arg(long, default_value = "hybrid")]
         mode: String,
         #[arg(short, default_value_t = 5)]
@@ -128,11 +132,11 @@ enum Command {
         /// The agent picks its own retrieval: --mode, -k and --depth do not apply.
         #[arg(long)]
         ask: bool,
-        /// With --ask: chat model `none` (extractive answers), `local`, `local:0.5b`,
+        /// With --ask or --mode agent: chat model `none` (extractive answers), `local`, `local:0.5b`,
         /// `local:1.5b`, or an OpenAI-compatible base URL (as `dossier ask --llm`).
         #[arg(long, default_value = "none", env = "DOSSIER_LLM")]
         llm: String,
-        /// With --ask: model name sent to an OpenAI-compatible server.
+        /// With --ask or --mode agent: model name sent to an OpenAI-compatible server.
         #[arg(long, default_value = "default", env = "DOSSIER_LLM_MODEL")]
         llm_model: String,
     },
@@ -755,7 +759,14 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             if *ask && mode != "hybrid" {
                 bail!("eval --ask puts questions to the ask agent, which chooses its own retrieval: drop --mode {mode}");
             }
-            let modes = modes(mode)?;
+            // `agent` is not a search mode: the ask loop runs after the search modes.
+            let with_agent = mode.split(',').any(|m| m.trim() == "agent");
+            let search: Vec<&str> = mode.split(',').filter(|m| m.trim() != "agent").collect();
+            let modes = if search.is_empty() {
+                vec![]
+            } else {
+                modes(&search.join(","))?
+            };
             let location = match &cli.store {
                 Some(_) => store_location(cli),
                 None => {
@@ -784,6 +795,12 @@ fn run(cli: &Cli) -> Result<ExitCode> {
                     &mut Bar::new(),
                 );
             }
+            // Connected before any work, so a bad --llm fails at once.
+            let agent_llm = if with_agent {
+                Some(ask::Llm::connect(llm, llm_model)?)
+            } else {
+                None
+            };
             let mut report = eval::run(
                 &engine,
                 dataset,
@@ -799,8 +816,33 @@ fn run(cli: &Cli) -> Result<ExitCode> {
                     m.per_question.clear();
                 }
             }
+            let agent = if let Some(llm) = &agent_llm {
+                Some(eval_agent::run(
+                    &engine,
+                    dataset,
+                    *limit,
+                    llm.model.as_deref(),
+                    *per_question,
+                    &mut Bar::new(),
+                )?)
+            } else {
+                None
+            };
             if cli.json {
-                if report.modes.len() == 1 {
+                if let Some(a) = &agent {
+                    let mut v = serde_json::to_value(&report)?;
+                    if report.modes.is_empty() {
+                        let mut one = serde_json::to_value(a)?;
+                        one["dataset"] = v["dataset"].take();
+                        one["ingest"] = v["ingest"].take();
+                        print_json(&one)?;
+                    } else {
+                        if let Some(ms) = v["modes"].as_array_mut() {
+                            ms.push(serde_json::to_value(a)?);
+                        }
+                        print_json(&v)?;
+                    }
+                } else if report.modes.len() == 1 {
                     let mut v = serde_json::to_value(&report.modes[0])?;
                     v["dataset"] = serde_json::json!(report.dataset);
                     v["depth"] = serde_json::json!(report.depth);
@@ -850,9 +892,31 @@ fn run(cli: &Cli) -> Result<ExitCode> {
                         m.rank_p50_ms
                     );
                 }
+                if let Some(a) = &agent {
+                    println!(
+                        "{:<8} {:>9.3} {:>9.3} {:>10.3} {:>7.3} {:>8.2} {:>8.2} {:>13}",
+                        a.mode,
+                        a.recall_2,
+                        a.recall_5,
+                        a.recall_10,
+                        a.mrr,
+                        a.latency_p50_ms,
+                        a.latency_p99_ms,
+                        "-"
+                    );
+                    println!(
+                        "agent: {:.2} steps, {:.2} tool calls, {:.2} follow-ups into named documents per question; {} failed asks",
+                        a.steps, a.tool_calls, a.follow_ups, a.errors
+                    );
+                }
                 println!(
                     "({} questions; -k {k} is reported as recall@{k} above)",
-                    report.modes.first().map_or(0, |m| m.questions)
+                    report
+                        .modes
+                        .first()
+                        .map(|m| m.questions)
+                        .or(agent.as_ref().map(|a| a.questions))
+                        .unwrap_or(0)
                 );
             }
             Ok(ExitCode::SUCCESS)

@@ -39,6 +39,16 @@ const LOCAL_HOPS: usize = 2;
 /// How far DEPENDS_ON is followed from a hit.
 const MAX_DEPENDS_ON_DEPTH: usize = 3;
 /// The best hits whose named documents are second-hop candidates in `graph` mode.
+/// A document a passage names, as [`Engine::documents_named_by`] gives it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct NamedDocument {
+    pub doc_id: String,
+    /// The document's title, as the passage names it.
+    pub title: String,
+    /// The first passage (of those asked about) that names it.
+    pub named_by: String,
+}
+
 const BRIDGE_FROM_HITS: usize = 5;
 /// At most this many named documents are scored as second hops.
 const MAX_BRIDGE_DOCS: usize = 64;
@@ -925,6 +935,72 @@ impl Engine {
             BRIDGE_FROM_HITS * 2,
             &within,
         )
+    }
+
+    /// The documents the passages `chunks` name — `mentions_document` edges of the
+    /// scope's own view, so only from passages it may read — that the scope may read
+    /// too (some version admitted), each with its title and the first passage naming
+    /// it, in the order of `chunks`. A document the scope may not read is left out
+    /// exactly as one that does not exist: its id never reaches the caller.
+    pub fn documents_named_by(&self, scope: &Scope, chunks: &[&str]) -> Result<Vec<NamedDocument>> {
+        let (state, view) = self.scoped_graph(scope)?;
+        let order: HashMap<&str, usize> = chunks.iter().enumerate().map(|(i, c)| (*c, i)).collect();
+        let mut found: Vec<(usize, NamedDocument)> = Vec::new();
+        for e in view.edges() {
+            if e.relation != "mentions_document" {
+                continue;
+            }
+            let Some(doc) = e.to.key.strip_prefix("doc:") else {
+                continue;
+            };
+            let Some((rank, by)) = e
+                .provenance
+                .iter()
+                .filter_map(|p| p.chunk_id.as_deref())
+                .filter_map(|c| order.get(c).map(|&i| (i, c)))
+                .min()
+            else {
+                continue;
+            };
+            match found.iter_mut().find(|(_, n)| n.doc_id == doc) {
+                Some((r, n)) if rank < *r => {
+                    *r = rank;
+                    n.named_by = by.to_string();
+                }
+                Some(_) => {}
+                None => found.push((
+                    rank,
+                    NamedDocument {
+                        doc_id: doc.to_string(),
+                        title: String::new(),
+                        named_by: by.to_string(),
+                    },
+                )),
+            }
+        }
+        let snap = self.store.snapshot();
+        let admitted = snap.view.admit(scope);
+        // Only what the scope may read, titled as its admitted version is.
+        found.retain_mut(|(_, n)| {
+            let title = state
+                .doc_versions
+                .get(&n.doc_id)
+                .into_iter()
+                .flatten()
+                .filter_map(|v| snap.view.find(scope.tenant(), &n.doc_id, v))
+                .map(|i| snap.view.entry(i))
+                .find(|e| admitted.contains(e.dv))
+                .map(|e| e.meta.title.clone());
+            match title {
+                Some(t) => {
+                    n.title = t;
+                    true
+                }
+                None => false,
+            }
+        });
+        found.sort_by_key(|(r, _)| *r);
+        Ok(found.into_iter().map(|(_, n)| n).collect())
     }
 
     /// For every hit document that `depends_on` another (through an edge the scope may

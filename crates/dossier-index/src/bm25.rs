@@ -222,6 +222,9 @@ impl Bm25Index {
                 out.push(Scored { seq, score });
             }
         }
+        // Equal scores in sequence order, never in segment order: the segments' layout
+        // is shaped by every document of the index, the reader's or not.
+        out.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.seq.cmp(&b.seq)));
         Ok(out)
     }
 }

@@ -21,6 +21,9 @@ pub struct ScriptedChat {
     name: String,
     script: Mutex<VecDeque<Result<ChatResponse, LlmError>>>,
     requests: Mutex<Vec<ChatRequest>>,
+    /// Standing answers: a request whose messages contain the marker gets the answer,
+    /// and the script is not consumed.
+    standing: Vec<(String, ChatResponse)>,
 }
 
 /// Locks, ignoring poisoning: a panicking test thread must not hide what was recorded.
@@ -36,7 +39,15 @@ impl ScriptedChat {
             name: "scripted".into(),
             script: Mutex::new(responses.into_iter().map(Ok).collect()),
             requests: Mutex::default(),
+            standing: vec![],
         }
+    }
+
+    /// Answers every request whose messages contain `marker` with `response`, outside
+    /// the script (for calls a test does not count, such as a reranker's judgements).
+    pub fn answering(mut self, marker: impl Into<String>, response: ChatResponse) -> Self {
+        self.standing.push((marker.into(), response));
+        self
     }
 
     /// Renames it (what [`ChatModel::name`] returns; `scripted` by default).
@@ -73,6 +84,13 @@ impl ChatModel for ScriptedChat {
             requests.push(req.clone());
             requests.len()
         };
+        if let Some((_, r)) = self
+            .standing
+            .iter()
+            .find(|(m, _)| req.messages.iter().any(|x| x.content.contains(m.as_str())))
+        {
+            return Ok(r.clone());
+        }
         lock(&self.script).pop_front().unwrap_or_else(|| {
             Err(LlmError::Script(format!(
                 "call {call} has no scripted response left"
