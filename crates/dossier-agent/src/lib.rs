@@ -540,6 +540,8 @@ impl<'a> Agent<'a> {
             audit: vec![],
         };
 
+        // Documents the question names by title: it asks about them, not about themes.
+        let mut documents_named: Vec<String> = Vec::new();
         for sq in &state.sub_questions {
             // Without the graph the loop still runs (documents and records only).
             let found = match self.engine.entities_in(&state.scope, &sq.text) {
@@ -551,6 +553,16 @@ impl<'a> Agent<'a> {
                     vec![]
                 }
             };
+            for e in &found {
+                if matches!(
+                    e.kind,
+                    dossier_engine::dossier_graph::EntityKind::Document
+                        | dossier_engine::dossier_graph::EntityKind::Title
+                ) && !documents_named.contains(&e.name)
+                {
+                    documents_named.push(e.name.clone());
+                }
+            }
             let names = found
                 .into_iter()
                 .filter(|e| {
@@ -599,6 +611,7 @@ impl<'a> Agent<'a> {
                 .map(|r| format!("{}/{}", r.table, r.key))
                 .collect::<Vec<_>>(),
             &named,
+            &documents_named,
             req.mode == Some(Mode::Global),
         );
         let class = wire_name(&state.route.class);

@@ -176,6 +176,18 @@ impl Planner for DeterministicPlanner {
                         }
                     } else if state.mode == Some(dossier_engine::Mode::Global) {
                         out.push(p(ToolCall::CommunityReports { query: q.clone() }, i));
+                        // A theme word does not always ask for themes ("X 的主要业务" asks
+                        // about X): the passages that match are searched for too.
+                        out.push(p(
+                            ToolCall::DocumentSearch {
+                                query: q,
+                                mode: "graph".into(),
+                                k: 6,
+                                documents: vec![],
+                                as_of: None,
+                            },
+                            i,
+                        ));
                     } else {
                         // Only a relation question walks the graph from its entities;
                         // the search below still propagates through it.

@@ -6,7 +6,7 @@
 //! |---|---|---|
 //! | `lookup` | the question names a record (an identifier of a table's key shape) | the record first (owner-checked), its links, then the documents they link as of its business date |
 //! | `relation` | it names entities of the caller's graph with a relation word, or two entities | graph neighbours of the entities, then graph search (PageRank + hybrid + DEPENDS_ON) |
-//! | `global` | it asks for themes across many sources and names no record or entity | community reports, map-reduced into cited chunks |
+//! | `global` | it asks for themes across many sources and names no record, document or entity | community reports, map-reduced into cited chunks |
 //! | `policy` | everything else with content | graph search over the documents (hybrid + DEPENDS_ON) |
 //! | `out_of_scope` | nothing in it can be searched for | no tool; "insufficient evidence" |
 
@@ -123,12 +123,14 @@ const THEME_WORDS: &[&str] = &[
 ];
 
 /// Classifies a question. `records` are the `table/key` records it names; `entities`
-/// the (non-document) entities of the caller's graph it names; `requested_global` when
-/// the caller asked for `--mode global`.
+/// the (non-document) entities of the caller's graph it names; `documents` the
+/// documents it names by title; `requested_global` when the caller asked for
+/// `--mode global`.
 pub fn route(
     question: &str,
     records: &[String],
     entities: &[String],
+    documents: &[String],
     requested_global: bool,
 ) -> Route {
     let lower = question.to_lowercase();
@@ -152,7 +154,8 @@ pub fn route(
     }
     let theme = THEME_WORDS.iter().find(|w| lower.contains(*w));
     if let Some(w) = theme {
-        if identifiers(question).is_empty() && entities.len() <= 1 {
+        // "The main business of <a company with its own page>" asks about that page.
+        if identifiers(question).is_empty() && entities.len() <= 1 && documents.is_empty() {
             return Route {
                 class: RouteClass::Global,
                 reason: format!("asks for themes (\"{}\")", w.trim()),
@@ -192,7 +195,15 @@ mod tests {
     fn class(q: &str, records: &[&str], entities: &[&str]) -> RouteClass {
         let r: Vec<String> = records.iter().map(|s| s.to_string()).collect();
         let e: Vec<String> = entities.iter().map(|s| s.to_string()).collect();
-        route(q, &r, &e, false).class
+        route(q, &r, &e, &[], false).class
+    }
+
+    #[test]
+    fn a_theme_word_about_a_named_document_asks_about_that_document() {
+        let q = "中国建筑工程总公司的主要业务是什么？";
+        assert_eq!(class(q, &[], &[]), RouteClass::Global);
+        let r = route(q, &[], &[], &["中国建筑工程总公司".to_string()], false);
+        assert_eq!(r.class, RouteClass::Policy, "{r:?}");
     }
 
     #[test]
@@ -229,7 +240,7 @@ mod tests {
             class("What are the main changes in RFC-12?", &[], &[]),
             RouteClass::Policy
         );
-        assert!(route("x", &[], &[], true).class == RouteClass::Global);
+        assert!(route("x", &[], &[], &[], true).class == RouteClass::Global);
     }
 
     #[test]
