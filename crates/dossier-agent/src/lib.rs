@@ -981,7 +981,8 @@ impl<'a> Agent<'a> {
                 lexical: vec![None; chunks.len()],
                 dense: vec![None; chunks.len()],
             });
-        // Graph evidence: another passage of the pool names this one's document.
+        // Graph evidence: another passage of the pool names this one's document (0 or 1:
+        // `documents_named_by` gives each named document with its first namer only).
         let named = self.tools.documents_named_by(&state.scope, &chunks);
         let candidates: Vec<rerank::Candidate> = state
             .evidence

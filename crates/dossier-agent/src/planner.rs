@@ -174,21 +174,13 @@ impl Planner for DeterministicPlanner {
                                 i,
                             ));
                         }
-                    } else if state.mode == Some(dossier_engine::Mode::Global) {
-                        out.push(p(ToolCall::CommunityReports { query: q.clone() }, i));
-                        // A theme word does not always ask for themes ("X 的主要业务" asks
-                        // about X): the passages that match are searched for too.
-                        out.push(p(
-                            ToolCall::DocumentSearch {
-                                query: q,
-                                mode: "graph".into(),
-                                k: 6,
-                                documents: vec![],
-                                as_of: None,
-                            },
-                            i,
-                        ));
                     } else {
+                        // A theme question reads the community reports first; a theme
+                        // word does not always ask for themes ("X 的主要业务" asks about
+                        // X), so the search below runs for it too.
+                        if state.mode == Some(dossier_engine::Mode::Global) {
+                            out.push(p(ToolCall::CommunityReports { query: q.clone() }, i));
+                        }
                         // Only a relation question walks the graph from its entities;
                         // the search below still propagates through it.
                         let walk = state.route.class == crate::RouteClass::Relation;

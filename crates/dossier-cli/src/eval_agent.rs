@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 use dossier_agent::{Agent, AskRequest, AskResponse, EngineTools};
-use dossier_engine::eval::{eval_scope, percentile, EVAL_PRINCIPAL};
+use dossier_engine::eval::{eval_scope, percentile, recall, EVAL_PRINCIPAL};
 use dossier_engine::{Engine, Progress};
 use serde::Serialize;
 
@@ -67,29 +67,23 @@ pub struct AgentModeReport {
     pub per_question: Vec<AgentQuestion>,
 }
 
-fn recall(gold: &HashSet<&str>, got: &[String], k: usize) -> f64 {
-    if gold.is_empty() {
-        return 0.0;
+/// Each item once, in the order first seen.
+fn unique_in_order(items: impl Iterator<Item = String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for d in items {
+        if !out.contains(&d) {
+            out.push(d);
+        }
     }
-    got.iter()
-        .take(k)
-        .filter(|d| gold.contains(d.as_str()))
-        .count() as f64
-        / gold.len() as f64
+    out
 }
 
 /// The documents an answer rests on, best first: cited ones in citation order, then the
 /// rest of the reranked pool.
 pub fn ranked_documents(r: &AskResponse) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    let cited = r.citations.iter().map(|c| &c.doc_id);
-    let pool = r.trace.rerank.after.iter().map(|p| &p.doc_id);
-    for d in cited.chain(pool) {
-        if !out.contains(d) {
-            out.push(d.clone());
-        }
-    }
-    out
+    let cited = r.citations.iter().map(|c| c.doc_id.clone());
+    let pool = r.trace.rerank.after.iter().map(|p| p.doc_id.clone());
+    unique_in_order(cited.chain(pool))
 }
 
 /// Puts every question of `dataset` (already ingested into `engine`) to the agent.
@@ -146,16 +140,7 @@ pub fn run(
             Ok(r) => {
                 let mut ranked = ranked_documents(&r);
                 ranked.truncate(10);
-                out.cited =
-                    r.citations
-                        .iter()
-                        .map(|c| c.doc_id.clone())
-                        .fold(Vec::new(), |mut v, d| {
-                            if !v.contains(&d) {
-                                v.push(d);
-                            }
-                            v
-                        });
+                out.cited = unique_in_order(r.citations.iter().map(|c| c.doc_id.clone()));
                 out.reciprocal_rank = ranked
                     .iter()
                     .position(|d| gold.contains(d.as_str()))
@@ -173,14 +158,6 @@ pub fn run(
                 out.tool_calls = r.trace.budget.calls.values().sum();
                 out.follow_ups = r.trace.steps.iter().filter(|s| s.why.is_some()).count();
                 out.retrieved = ranked;
-                let docs = |ids: &mut dyn Iterator<Item = String>| {
-                    ids.fold(Vec::new(), |mut v: Vec<String>, d| {
-                        if !v.contains(&d) {
-                            v.push(d);
-                        }
-                        v
-                    })
-                };
                 let of_chunk = |c: &String| {
                     r.trace
                         .rerank
@@ -189,8 +166,9 @@ pub fn run(
                         .find(|p| &p.chunk_id == c)
                         .map(|p| p.doc_id.clone())
                 };
-                out.fetched = docs(&mut r.trace.rerank.before.iter().filter_map(of_chunk));
-                out.reranked = docs(&mut r.trace.rerank.after.iter().map(|p| p.doc_id.clone()));
+                out.fetched = unique_in_order(r.trace.rerank.before.iter().filter_map(of_chunk));
+                out.reranked =
+                    unique_in_order(r.trace.rerank.after.iter().map(|p| p.doc_id.clone()));
             }
             Err(e) => {
                 errors += 1;

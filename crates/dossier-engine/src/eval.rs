@@ -71,7 +71,8 @@ pub struct EvalReport {
     pub modes: Vec<ModeReport>,
 }
 
-fn recall(gold: &HashSet<&str>, got: &[String], k: usize) -> f64 {
+/// Share of `gold` among the first `k` of `got`.
+pub fn recall(gold: &HashSet<&str>, got: &[String], k: usize) -> f64 {
     if gold.is_empty() {
         return 0.0;
     }
