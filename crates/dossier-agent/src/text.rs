@@ -298,15 +298,18 @@ impl AnswerKind {
 /// one), by their letters only: identifiers and numbers do not count, so
 /// "受影响客户：C-1001、C-1002。" is Chinese.
 pub fn other_language(a: &str, b: &str) -> bool {
-    fn han(s: &str) -> bool {
-        let h = s
-            .chars()
-            .filter(|c| ('\u{4e00}'..='\u{9fff}').contains(c))
-            .count();
-        let latin = s.chars().filter(char::is_ascii_alphabetic).count();
-        h >= 1 && h * 2 >= latin
-    }
     han(a) != han(b)
+}
+
+/// Whether a text is written mainly in Chinese characters (at least half as many as
+/// Latin letters).
+pub fn han(s: &str) -> bool {
+    let h = s
+        .chars()
+        .filter(|c| ('\u{4e00}'..='\u{9fff}').contains(c))
+        .count();
+    let latin = s.chars().filter(char::is_ascii_alphabetic).count();
+    h >= 1 && h * 2 >= latin
 }
 
 #[cfg(test)]

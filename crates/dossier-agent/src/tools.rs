@@ -172,6 +172,13 @@ pub trait ToolRunner: Sync {
         None
     }
 
+    /// The cosine below which no evidence sentence answers a question
+    /// ([`dossier_engine::Engine::answer_floor`]) for the embedder in use; `None` when its scale
+    /// is unknown (then meaning never overrules the words).
+    fn answer_floor(&self, _han: bool) -> Option<f32> {
+        None
+    }
+
     /// Each analyzer term of `text` with its specificity (idf over what the scope
     /// admits); `None` when unknown (then every term weighs the same).
     fn term_weights(&self, _scope: &Scope, _text: &str) -> Option<Vec<(String, f32)>> {
@@ -289,6 +296,10 @@ impl ToolRunner for EngineTools<'_> {
         self.engine
             .similarity(scope, text, passages, &self.cancel)
             .ok()
+    }
+
+    fn answer_floor(&self, han: bool) -> Option<f32> {
+        self.engine.answer_floor(han)
     }
 
     fn run(&self, scope: &Scope, call: &ToolCall, step: usize) -> ToolOutput {
@@ -464,6 +475,10 @@ impl ToolRunner for FaultInjector<'_> {
 
     fn similarity(&self, scope: &Scope, text: &str, passages: &[&str]) -> Option<Vec<f32>> {
         self.inner.similarity(scope, text, passages)
+    }
+
+    fn answer_floor(&self, han: bool) -> Option<f32> {
+        self.inner.answer_floor(han)
     }
 
     fn run(&self, scope: &Scope, call: &ToolCall, step: usize) -> ToolOutput {

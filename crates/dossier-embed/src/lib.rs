@@ -141,6 +141,21 @@ pub(crate) fn l2_normalize(mut v: Vec<f32>) -> Option<Vec<f32>> {
     Some(v)
 }
 
+/// The cosine (question embedded as a query, an evidence sentence as a passage) below
+/// which no sentence of the evidence answers a question, for the models and scripts
+/// whose scale has been measured; `None` otherwise, where a cosine means nothing
+/// comparable. `han`: the question is written in Chinese characters.
+///
+/// multilingual-e5-small, English: 0.85, chosen on the tuning no-answer set only
+/// (`evalsets/noanswer-dev`, musique-dev100 questions; BENCHMARKS.md "Abstention"), where
+/// the best evidence sentence had a median cosine of 0.870 for answerable questions and
+/// 0.837 for unanswerable ones. Chinese: none. On rgb-zh news a floor of 0.935 separated
+/// best, but on cmrc2018 (encyclopaedia text) the same floor turned away 60 % of the
+/// answerable questions: e5-small's cosines between Chinese texts move with the genre.
+pub fn answer_floor(model: &str, han: bool) -> Option<f32> {
+    (model == MODEL_NAME && !han).then_some(0.85)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

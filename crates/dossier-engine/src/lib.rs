@@ -143,6 +143,12 @@ impl Engine {
         &self.embedder
     }
 
+    /// The cosine below which no evidence sentence answers a question, on this engine's
+    /// embedder ([`dossier_embed::answer_floor`]); `None` when its scale is unknown.
+    pub fn answer_floor(&self, han: bool) -> Option<f32> {
+        dossier_embed::answer_floor(self.embedder.name(), han)
+    }
+
     /// The engine's embedding queue (for callers that name a tenant and a deadline).
     pub fn embed_queue(&self) -> &dossier_embed::EmbedQueue {
         &self.embedder
