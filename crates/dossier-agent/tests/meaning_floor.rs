@@ -4,8 +4,9 @@
 //! sub-question is uncovered again, the answer says the evidence is insufficient and the
 //! trace says why — while the same corpus with the answering page added is answered
 //! from it. e5-small's cosine follows the subject more than the predicate: a sentence on
-//! the right bridge that does not say who designed it still passes (BENCHMARKS.md). Without an embedder floor (any model
-//! whose cosine scale is unmeasured) the words decide alone, as before.
+//! the right bridge that does not say who designed it still passes (BENCHMARKS.md).
+//! Without an embedder floor (any model whose cosine scale is unmeasured) the words
+//! decide alone, as before.
 
 use chrono::NaiveDate;
 use dossier_agent::tools::PassageRanks;
@@ -134,12 +135,12 @@ fn words_without_meaning_are_no_answer_and_the_trace_says_why() {
         .evidence
         .iter()
         .any(|c| c.starts_with("kelso-bridge@")));
-
-    // Without a floor the words decide: the same evidence passes for an answer.
     assert!(r.trace.sub_questions[0]
         .evidence
         .iter()
         .any(|c| c.starts_with("towns@")));
+
+    // Without a floor the words decide: the same evidence passes for an answer.
     let r = ask(&engine, &NoFloor(EngineTools::new(&engine)));
     assert_ne!(r.status, AnswerStatus::InsufficientEvidence, "{}", r.answer);
     assert!(r.trace.sub_questions[0].doubt.is_none());
@@ -160,7 +161,12 @@ fn a_sentence_that_answers_passes_the_floor() {
 #[test]
 fn the_floor_is_known_for_english_on_e5_only() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = corpus(dir.path(), false);
+    // The floor is the embedder's: an empty store is enough.
+    let engine = Engine::open(
+        dossier_engine::dossier_store::testing::location(&dir.path().join("e5")),
+        "e5",
+    )
+    .expect("e5 model (run scripts/setup-models)");
     let floor = engine.answer_floor(false).expect("e5 has an English floor");
     assert!((0.5..1.0).contains(&floor));
     // Chinese cosines move with the genre on e5-small: no floor (BENCHMARKS.md).
