@@ -19,7 +19,7 @@ use dossier_core::text::normalize;
 use dossier_core::{Chunk, RecordRow, RecordSchema};
 use dossier_graph::{
     declared_records, declared_versions, extract, EntityId, EntityKind, GraphView, Provenance,
-    Subgraph, TenantGraph, TitleTable,
+    Source, Subgraph, TenantGraph, TitleTable,
 };
 use dossier_index::fusion::{rrf, DEFAULT_RRF_K};
 use dossier_index::{Admit, Scored};
@@ -481,7 +481,8 @@ impl Engine {
                 continue;
             }
             let versions: Vec<_> = entries.into_iter().map(|e| e.meta).collect();
-            let titles = TitleTable::new(&versions);
+            let mut titles = TitleTable::new(&versions);
+            titles.learn_aliases(&chunks);
             let mut graph = TenantGraph::new(tenant);
             graph.add(declared_versions(&versions))?;
             graph.add(extract(&chunks, &titles))?;
@@ -890,20 +891,34 @@ impl Engine {
                 add(state, &hit_docs, d, &mut named);
             }
         }
+        // The hits' links, the most specific first (a whole title before a name that
+        // had to be told apart from others), when there are more than fit.
+        let mut linked: Vec<(f32, &str)> = Vec::new();
         for e in view.edges() {
-            if named.len() >= MAX_BRIDGE_DOCS {
-                break;
-            }
             if e.relation != "mentions_document" {
                 continue;
             }
-            let from_hit = e
+            let specificity = e
                 .provenance
                 .iter()
-                .any(|p| p.chunk_id.as_deref().is_some_and(|c| from.contains(c)));
-            if let (true, Some(d)) = (from_hit, e.to.key.strip_prefix("doc:")) {
-                add(state, &hit_docs, d, &mut named);
+                .filter(|p| p.chunk_id.as_deref().is_some_and(|c| from.contains(c)))
+                .map(|p| match p.source {
+                    Source::Linked { specificity } => specificity,
+                    _ => 1.0,
+                })
+                .fold(None, |best: Option<f32>, s| {
+                    Some(best.map_or(s, |b| b.max(s)))
+                });
+            if let (Some(s), Some(d)) = (specificity, e.to.key.strip_prefix("doc:")) {
+                linked.push((s, d));
             }
+        }
+        linked.sort_by(|a, b| b.0.total_cmp(&a.0));
+        for (_, d) in linked {
+            if named.len() >= MAX_BRIDGE_DOCS {
+                break;
+            }
+            add(state, &hit_docs, d, &mut named);
         }
         named.truncate(MAX_BRIDGE_DOCS);
         if named.is_empty() {

@@ -4,10 +4,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use dossier_core::text::normalize;
 use dossier_core::{DocumentVersion, RecordRow, RecordSchema};
 use serde_json::Value;
 
+use crate::link::{split_title, TitleTable};
 use crate::model::{
     Alias, EntityKind, Extraction, Mention, Provenance, Relation, Source, RECORDS_PREFIX,
 };
@@ -17,8 +17,9 @@ use crate::text::{ascii_boundary, cue_before, is_identifier, kebab_kind, IDENTIF
 /// - `ID@V version_of ID`, and `ID@V supersedes ID@OLD` with `supersedes_evidence` kept
 ///   as the edge's evidence;
 /// - `ID depends_on DEP` for each `depends_on`;
-/// - the title as an alias of the document (when no other document has that title), so a
-///   title written in text resolves to the document, and only for readers of it;
+/// - the title, and the title less its qualifier, as aliases of the document (each when
+///   no other document has that name), so a title written in text (or a question)
+///   resolves to the document, and only for readers of it;
 /// - `ID about X` for the first identifier or hyphenated name in the title.
 ///
 /// Every fact carries the provenance of the version that declared it; a document or
@@ -28,10 +29,12 @@ pub fn declared_versions(versions: &[DocumentVersion]) -> Extraction {
     let mut out = Extraction::default();
     let mut titles: BTreeMap<(&str, String), BTreeSet<&str>> = BTreeMap::new();
     for v in versions {
-        titles
-            .entry((&v.tenant, normalize(&v.title)))
-            .or_default()
-            .insert(&v.doc_id);
+        for name in TitleTable::own_names(&v.title) {
+            titles
+                .entry((&v.tenant, name))
+                .or_default()
+                .insert(&v.doc_id);
+        }
     }
     for v in versions {
         let prov = |source| Provenance {
@@ -65,14 +68,26 @@ pub fn declared_versions(versions: &[DocumentVersion]) -> Extraction {
             let to = Mention::new(d.clone(), EntityKind::Document);
             out.relations.push(rel(&doc, "depends_on", to, None));
         }
-        let unique = titles
-            .get(&(v.tenant.as_str(), normalize(&v.title)))
-            .is_some_and(|ids| ids.len() == 1);
-        if unique && !normalize(&v.title).is_empty() {
+        // The title, and the title less its qualifier (`Henry Worrall` of `Henry Worrall
+        // (artist)`) where no other document's title or base title is that name.
+        for (i, name) in TitleTable::own_names(&v.title).into_iter().enumerate() {
+            let unique = titles
+                .get(&(v.tenant.as_str(), name.clone()))
+                .is_some_and(|ids| ids.len() == 1);
+            if !unique || (i > 0 && name.chars().count() < 4) {
+                continue;
+            }
+            let (alias, reason) = match i {
+                0 => (v.title.clone(), format!("title of document {}", v.doc_id)),
+                _ => (
+                    split_title(&v.title).to_string(),
+                    format!("title of document {} without its qualifier", v.doc_id),
+                ),
+            };
             out.aliases.push(Alias {
-                alias: Mention::new(v.title.clone(), EntityKind::Title),
+                alias: Mention::new(alias, EntityKind::Title),
                 canonical: doc.clone(),
-                reason: format!("title of document {}", v.doc_id),
+                reason,
                 provenance: prov(Source::Declared),
             });
         }

@@ -1,142 +1,19 @@
 //! Deterministic extraction from chunk text, Chinese and English (see [`extract`]).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::LazyLock;
 
-use dossier_core::text::{base_title, normalize};
-use dossier_core::{Chunk, DocumentVersion};
+use dossier_core::text::normalize;
+use dossier_core::Chunk;
 use regex::Regex;
 
+use crate::link::TitleTable;
 use crate::model::{Alias, EntityKind, Extraction, Mention, Provenance, Relation, Source};
 use crate::text::{
     ascii_boundary, clauses, cue_after, cue_before, has_han, inside, is_han, is_id_like,
     is_identifier, kebab_kind, kind_of_word, paren_ranges, sentences, strip_quotes, IDENTIFIER,
     KEBAB,
 };
-
-/// Titles of one tenant's documents, for resolving `《title》` and finding titles written
-/// plainly in other documents' text (hyperlink-like edges, as in multi-hop corpora).
-#[derive(Debug, Clone, Default)]
-pub struct TitleTable {
-    tenants: HashMap<String, Titles>,
-}
-
-#[derive(Debug, Clone, Default)]
-struct Titles {
-    exact: HashMap<String, BTreeSet<String>>,
-    base: HashMap<String, BTreeSet<String>>,
-    first_tokens: HashSet<String>,
-    max_tokens: usize,
-}
-
-/// A plain-text title match must be at least this long (normalised characters), so that
-/// short common words are not taken for documents.
-const MIN_PLAIN_TITLE_CHARS: usize = 4;
-const MAX_TITLE_TOKENS: usize = 24;
-
-impl TitleTable {
-    pub fn new(versions: &[DocumentVersion]) -> TitleTable {
-        let mut t = TitleTable::default();
-        for v in versions {
-            let e = t.tenants.entry(v.tenant.clone()).or_default();
-            let n = normalize(&v.title);
-            if n.is_empty() {
-                continue;
-            }
-            e.exact.entry(n).or_default().insert(v.doc_id.clone());
-            e.base
-                .entry(base_title(&v.title))
-                .or_default()
-                .insert(v.doc_id.clone());
-            let toks = tokens(&v.title);
-            if let Some(&(a, b)) = toks.first() {
-                e.first_tokens.insert(normalize(&v.title[a..b]));
-            }
-            e.max_tokens = e.max_tokens.max(toks.len().min(MAX_TITLE_TOKENS));
-        }
-        t
-    }
-
-    /// The one document of `tenant` with this title (exact after normalisation, else the
-    /// same base title); `None` when no document or several have it.
-    pub fn resolve(&self, tenant: &str, title: &str) -> Option<&str> {
-        let t = self.tenants.get(tenant)?;
-        let ids = match t.exact.get(&normalize(title)) {
-            Some(ids) => ids,
-            None => t.base.get(&base_title(title))?,
-        };
-        (ids.len() == 1).then(|| ids.iter().next().map(String::as_str))?
-    }
-
-    /// Plain-text occurrences of exactly-known titles: `(start, end, doc_id)`, longest
-    /// match first, never crossing a line or a Chinese sentence end.
-    fn find_plain(&self, tenant: &str, text: &str) -> Vec<(usize, usize, String)> {
-        let Some(t) = self.tenants.get(tenant) else {
-            return vec![];
-        };
-        let toks = tokens(text);
-        // Normalised tokens, concatenated, are the normalised text they span.
-        let norm: Vec<String> = toks.iter().map(|&(a, b)| normalize(&text[a..b])).collect();
-        let mut out = Vec::new();
-        let mut i = 0;
-        while i < toks.len() {
-            if !t.first_tokens.contains(&norm[i]) {
-                i += 1;
-                continue;
-            }
-            let proper = text[toks[i].0..].starts_with(|c: char| !c.is_ascii_lowercase());
-            let mut key = String::new();
-            let mut hit = None;
-            for j in i..(i + t.max_tokens).min(toks.len()) {
-                if j > i && text[toks[j - 1].1..toks[j].0].contains(['\n', '。', '；']) {
-                    break;
-                }
-                key.push_str(&norm[j]);
-                match t.exact.get(&key) {
-                    Some(ids)
-                        if proper
-                            && ids.len() == 1
-                            && key.chars().count() >= MIN_PLAIN_TITLE_CHARS =>
-                    {
-                        hit = ids.iter().next().map(|id| (j, id.clone()));
-                    }
-                    _ => {}
-                }
-            }
-            match hit {
-                Some((j, id)) => {
-                    out.push((toks[i].0, toks[j].1, id));
-                    i = j + 1;
-                }
-                None => i += 1,
-            }
-        }
-        out
-    }
-}
-
-/// Word tokens for title matching: ASCII alphanumeric runs, and every other letter or
-/// digit (a Chinese character) on its own.
-fn tokens(text: &str) -> Vec<(usize, usize)> {
-    let mut out = Vec::new();
-    let mut run = None;
-    for (i, c) in text.char_indices() {
-        if c.is_ascii_alphanumeric() {
-            run.get_or_insert(i);
-            continue;
-        }
-        if let Some(s) = run.take() {
-            out.push((s, i));
-        }
-        if c.is_alphanumeric() {
-            out.push((i, i + c.len_utf8()));
-        }
-    }
-    if let Some(s) = run {
-        out.push((s, text.len()));
-    }
-    out
-}
 
 /// A name found in a chunk's text.
 #[derive(Debug, Clone, PartialEq)]
@@ -147,6 +24,8 @@ struct Found {
     kind: EntityKind,
     /// A hyphenated word in English prose: kept only if a rule gives it a role.
     weak: bool,
+    /// A document's name found by the mention linker, and how surely it names it.
+    linked: Option<f32>,
 }
 
 impl Found {
@@ -158,6 +37,7 @@ impl Found {
             text,
             kind,
             weak: false,
+            linked: None,
         }
     }
 
@@ -217,9 +97,11 @@ const FUNCTION_CHARS: &[char] = &[
 /// a name is always as visible as the text that uses it).
 ///
 /// Rules, in the order they claim text (an earlier rule's span is never re-read):
-/// 1. **Document titles**: `《…》`, and known titles of *other* documents written plainly
-///    (from a [`TitleTable`]); a title that names exactly one document becomes a
-///    `mentions_document` edge to that document, else a `Title` mention.
+/// 1. **Document titles**: `《…》`, and the names of *other* documents written plainly
+///    (titles, titles less their qualifier, the documents' own aliases — the mention
+///    linker of a [`TitleTable`]); a title that names exactly one document becomes a
+///    `mentions_document` edge to that document, else a `Title` mention. A plainly
+///    written name's edge is [`Source::Linked`], with how specific the match was.
 /// 2. **Identifiers**: capitals, a hyphen, digits (`P-204`, `INC-4821`, `REL-2026-04`).
 /// 3. **Teams** written in Chinese: `…团队` / `…小组`.
 /// 4. **Hyphenated names** (`payment-gateway`, `pay-gw`): services, or teams by a cue word
@@ -249,6 +131,31 @@ pub fn extract(chunks: &[Chunk], titles: &TitleTable) -> Extraction {
         out.extend(extract_version(group, titles));
     }
     out
+}
+
+impl TitleTable {
+    /// Learns the names documents give themselves in their own text — an alias
+    /// statement (`X, also known as Y`, `X（简称 Y）`) whose named thing is the
+    /// document's title, or its title less the qualifier — as further names of those
+    /// documents, for [`extract`] to find in other documents' text. One pass over the
+    /// chunks.
+    pub fn learn_aliases(&mut self, chunks: &[Chunk]) {
+        let none = TitleTable::default();
+        for c in chunks {
+            let own = TitleTable::own_names(&c.title);
+            if own.is_empty() {
+                continue;
+            }
+            for s in alias_statements(&c.text, &find_mentions(c, &none, &[])) {
+                if !own.contains(&normalize(&s.canonical.text)) {
+                    continue;
+                }
+                for a in &s.aliases {
+                    self.add_alias(&c.tenant, &c.doc_id, &a.text);
+                }
+            }
+        }
+    }
 }
 
 fn extract_version(chunks: &[&Chunk], titles: &TitleTable) -> Extraction {
@@ -312,11 +219,15 @@ fn extract_version(chunks: &[&Chunk], titles: &TitleTable) -> Extraction {
             out.mentions
                 .push((f.mention(), prov(Some((f.start, f.end)), Source::Extracted)));
             if matches!(f.kind, EntityKind::Document | EntityKind::Title) {
+                let source = match f.linked {
+                    Some(specificity) => Source::Linked { specificity },
+                    None => Source::Extracted,
+                };
                 out.relations.push(Relation {
                     from: own.clone(),
                     relation: "mentions_document".into(),
                     to: f.mention(),
-                    provenance: prov(Some((f.start, f.end)), Source::Extracted),
+                    provenance: prov(Some((f.start, f.end)), source),
                     evidence: None,
                 });
             }
@@ -345,10 +256,10 @@ fn find_mentions(c: &Chunk, titles: &TitleTable, lexicon: &[(String, EntityKind)
         };
         push(&mut out, Found::new(g.start(), g.end(), text, kind));
     }
-    for (a, b, id) in titles.find_plain(&c.tenant, text) {
-        if id != c.doc_id {
-            push(&mut out, Found::new(a, b, id, EntityKind::Document));
-        }
+    for l in titles.find_plain(&c.tenant, &c.doc_id, text) {
+        let mut f = Found::new(l.start, l.end, l.doc_id, EntityKind::Document);
+        f.linked = Some(l.specificity);
+        push(&mut out, f);
     }
     for m in IDENTIFIER.find_iter(text) {
         if ascii_boundary(text, m.start(), m.end()) {
@@ -392,6 +303,7 @@ fn find_mentions(c: &Chunk, titles: &TitleTable, lexicon: &[(String, EntityKind)
                 text: m.as_str().into(),
                 kind,
                 weak,
+                linked: None,
             },
         );
     }
@@ -1050,6 +962,7 @@ fn topic(c: &Chunk) -> Option<Found> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dossier_core::DocumentVersion;
 
     fn chunk(doc: &str, title: &str, section: &[&str], text: &str) -> Chunk {
         Chunk {

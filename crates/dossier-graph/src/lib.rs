@@ -57,14 +57,16 @@ mod community;
 mod declared;
 mod extract;
 mod graph;
+mod link;
 mod model;
 mod resolve;
 mod text;
 
 pub use community::{Cited, Community, CommunityOptions, Report};
 pub use declared::{declared_records, declared_versions};
-pub use extract::{extract, TitleTable};
+pub use extract::extract;
 pub use graph::{Edge, EdgeRef, Entity, GraphView, NodeRef, Subgraph, TenantGraph};
+pub use link::TitleTable;
 pub use model::{
     Alias, EntityId, EntityKind, Extraction, Mention, Provenance, Relation, Source, RECORDS_PREFIX,
 };

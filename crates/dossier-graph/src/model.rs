@@ -13,6 +13,10 @@ pub enum Source {
     Declared,
     /// A deterministic text rule of [`crate::extract()`].
     Extracted,
+    /// A document's name found in another passage's text by the mention linker
+    /// ([`crate::TitleTable`]); `specificity` in (0, 1] says how surely the words name
+    /// that document (1: its whole, unshared title).
+    Linked { specificity: f32 },
     /// A model's proposal; a candidate until a written policy accepts it.
     Model { confidence: f32 },
 }
