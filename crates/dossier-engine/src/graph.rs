@@ -906,9 +906,7 @@ impl Engine {
                     Source::Linked { specificity } => specificity,
                     _ => 1.0,
                 })
-                .fold(None, |best: Option<f32>, s| {
-                    Some(best.map_or(s, |b| b.max(s)))
-                });
+                .reduce(f32::max);
             if let (Some(s), Some(d)) = (specificity, e.to.key.strip_prefix("doc:")) {
                 linked.push((s, d));
             }

@@ -962,25 +962,7 @@ fn topic(c: &Chunk) -> Option<Found> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dossier_core::DocumentVersion;
-
-    fn chunk(doc: &str, title: &str, section: &[&str], text: &str) -> Chunk {
-        Chunk {
-            chunk_id: Chunk::make_id(doc, "v1", 0),
-            doc_id: doc.into(),
-            version: "v1".into(),
-            ordinal: 0,
-            section: section.iter().map(|s| s.to_string()).collect(),
-            text: text.into(),
-            byte_start: 0,
-            byte_end: text.len(),
-            source_uri: String::new(),
-            tenant: "t".into(),
-            kb: None,
-            acl: None,
-            title: title.into(),
-        }
-    }
+    use crate::testing::{chunk, version};
 
     fn run(text: &str) -> Extraction {
         extract(&[chunk("d", "doc", &[], text)], &TitleTable::default())
@@ -1004,25 +986,6 @@ mod tests {
             .chain(x.relations.iter().flat_map(|r| [&r.from, &r.to]))
             .find(|m| m.text == name)
             .map(|m| m.kind.clone())
-    }
-
-    fn version(id: &str, title: &str) -> DocumentVersion {
-        DocumentVersion {
-            doc_id: id.into(),
-            version: "v1".into(),
-            title: title.into(),
-            tenant: "t".into(),
-            kb: None,
-            acl: None,
-            effective_from: None,
-            effective_to: None,
-            supersedes: None,
-            supersedes_evidence: None,
-            depends_on: vec![],
-            source_uri: String::new(),
-            kind: dossier_core::DocKind::Markdown,
-            digest: String::new(),
-        }
     }
 
     fn aliases(x: &Extraction) -> Vec<String> {

@@ -60,6 +60,8 @@ mod graph;
 mod link;
 mod model;
 mod resolve;
+#[cfg(test)]
+mod testing;
 mod text;
 
 pub use community::{Cited, Community, CommunityOptions, Report};

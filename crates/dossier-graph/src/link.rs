@@ -371,26 +371,7 @@ fn tokens(text: &str) -> Vec<(usize, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dossier_core::Chunk;
-
-    fn version(id: &str, title: &str) -> DocumentVersion {
-        DocumentVersion {
-            doc_id: id.into(),
-            version: "v1".into(),
-            title: title.into(),
-            tenant: "t".into(),
-            kb: None,
-            acl: None,
-            effective_from: None,
-            effective_to: None,
-            supersedes: None,
-            supersedes_evidence: None,
-            depends_on: vec![],
-            source_uri: String::new(),
-            kind: dossier_core::DocKind::Markdown,
-            digest: String::new(),
-        }
-    }
+    use crate::testing::{chunk, version};
 
     fn table(titles: &[(&str, &str)]) -> TitleTable {
         let versions: Vec<_> = titles.iter().map(|(id, t)| version(id, t)).collect();
@@ -509,24 +490,6 @@ mod tests {
         assert!(links(&t, "x", "长江大桥很长。").is_empty());
     }
 
-    fn chunk(doc: &str, title: &str, text: &str) -> Chunk {
-        Chunk {
-            chunk_id: Chunk::make_id(doc, "v1", 0),
-            doc_id: doc.into(),
-            version: "v1".into(),
-            ordinal: 0,
-            section: vec![],
-            text: text.into(),
-            byte_start: 0,
-            byte_end: text.len(),
-            source_uri: String::new(),
-            tenant: "t".into(),
-            kb: None,
-            acl: None,
-            title: title.into(),
-        }
-    }
-
     #[test]
     fn a_document_s_own_aliases_become_its_names() {
         let mut t = table(&[
@@ -537,17 +500,20 @@ mod tests {
             chunk(
                 "bridge",
                 "Norport Harbour Bridge",
+                &[],
                 "The Norport Harbour Bridge, also known as the Old Span, opened in 1931.",
             ),
             chunk(
                 "v12",
                 "上海十二号电子有限公司",
+                &[],
                 "上海十二号电子有限公司（简称十二号电子厂）成立于1999年。",
             ),
             // An alias statement about something else teaches nothing.
             chunk(
                 "other",
                 "Ferries",
+                &[],
                 "The Kelso Ferry, also known as the Blue Boat, sank.",
             ),
         ]);
