@@ -229,8 +229,10 @@ fn a_hop_from_a_passage_the_reader_may_not_read_is_never_taken() {
 /// "NAME (filmmaker)" and a namesake's "NAME (footballer)", while the film passage
 /// writes "by the filmmaker NAME". Over 12 random worlds, `graph` mode reaches the
 /// director in at least three in four (the passage's word "filmmaker" tells the two
-/// pages apart; nothing in the question names either) and never puts the namesake in
-/// the top 5. Linking whole titles only, or guessing between namesakes, fails this.
+/// pages apart; nothing in the question names either), and the film passage names the
+/// director's page and never the namesake's. Linking whole titles only, or guessing
+/// between namesakes, fails this. (Whether the namesake lands in the top 5 is left to
+/// chance: with the hashing embedder it is one of 32 pages that say "born".)
 #[test]
 fn a_name_written_without_its_qualifier_reaches_the_right_namesake() {
     let base: u64 = std::env::var("DOSSIER_TEST_SEED")
@@ -289,8 +291,17 @@ fn a_name_written_without_its_qualifier_reaches_the_right_namesake() {
         if found.iter().any(|d| d == "director") {
             reached += 1;
         }
-        if found.iter().any(|d| d == "namesake") {
-            namesake_found.push(seed);
+        let scope = engine
+            .scope("fan", NaiveDate::from_ymd_opt(2026, 11, 30).unwrap())
+            .unwrap();
+        let named: Vec<String> = engine
+            .documents_named_by(&scope, &["film@1#0"])
+            .unwrap()
+            .into_iter()
+            .map(|n| n.doc_id)
+            .collect();
+        if named != ["director"] {
+            namesake_found.push((seed, named));
         }
     }
     assert!(
@@ -299,6 +310,6 @@ fn a_name_written_without_its_qualifier_reaches_the_right_namesake() {
     );
     assert!(
         namesake_found.is_empty(),
-        "the namesake was linked in worlds {namesake_found:?}"
+        "the film passage did not name exactly the director's page: {namesake_found:?}"
     );
 }
