@@ -24,6 +24,14 @@ pub struct Budget {
     /// Rounds in which a configured model may propose calls: the first from the
     /// question, later ones from the evidence found so far.
     pub max_planner_calls: usize,
+    /// Passages a configured model scores for the reranker (0: the model reranks
+    /// nothing; the fusion order stands).
+    pub max_model_reranks: usize,
+    /// Sub-questions a configured model judges for an answer in their evidence (0: the
+    /// rules judge alone; see [`crate::judge`]).
+    pub max_judge_calls: usize,
+    /// Answers a configured model writes (0 or 1; 0: the extractive answer stands).
+    pub max_writer_calls: usize,
 }
 
 /// What a caller may ask of the budget: each limit optional, and never above the
@@ -37,6 +45,9 @@ pub struct BudgetRequest {
     pub max_tokens: Option<u64>,
     pub max_wall_ms: Option<u64>,
     pub max_planner_calls: Option<usize>,
+    pub max_model_reranks: Option<usize>,
+    pub max_judge_calls: Option<usize>,
+    pub max_writer_calls: Option<usize>,
 }
 
 impl Budget {
@@ -59,6 +70,15 @@ impl Budget {
             max_planner_calls: req.max_planner_calls.map_or(maxima.max_planner_calls, |v| {
                 v.min(maxima.max_planner_calls)
             }),
+            max_model_reranks: req.max_model_reranks.map_or(maxima.max_model_reranks, |v| {
+                v.min(maxima.max_model_reranks)
+            }),
+            max_judge_calls: req
+                .max_judge_calls
+                .map_or(maxima.max_judge_calls, |v| v.min(maxima.max_judge_calls)),
+            max_writer_calls: req
+                .max_writer_calls
+                .map_or(maxima.max_writer_calls, |v| v.min(maxima.max_writer_calls)),
             ..maxima.clone()
         }
     }
@@ -74,6 +94,9 @@ impl Default for Budget {
             max_tokens: 12_000,
             max_retries: 1,
             max_planner_calls: 2,
+            max_model_reranks: crate::rerank::MODEL_TOP_N,
+            max_judge_calls: 3,
+            max_writer_calls: 1,
         }
     }
 }
@@ -243,6 +266,9 @@ mod tests {
             max_tokens: None,
             max_wall_ms: Some(600_000),
             max_planner_calls: Some(1),
+            max_model_reranks: Some(0),
+            max_judge_calls: Some(9),
+            max_writer_calls: None,
         };
         let b = Budget::within(&maxima, &asked);
         assert_eq!(b.max_steps, 10);
@@ -250,6 +276,9 @@ mod tests {
         assert_eq!(b.max_tokens, 4000);
         assert_eq!(b.max_wall, Duration::from_secs(30));
         assert_eq!(b.max_planner_calls, 1);
+        assert_eq!(b.max_model_reranks, 0);
+        assert_eq!(b.max_judge_calls, 3, "capped by the default maxima");
+        assert_eq!(b.max_writer_calls, 1);
         assert_eq!(
             Budget::within(&maxima, &BudgetRequest::default()).max_steps,
             10

@@ -26,6 +26,7 @@ pub mod budget;
 pub mod conditions;
 pub mod extract;
 pub mod inject;
+pub mod judge;
 pub mod masking;
 pub mod model;
 pub mod planner;
@@ -153,6 +154,10 @@ pub struct SubQuestionTrace {
     /// sentence close to it in meaning); absent when nothing was doubted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub doubt: Option<String>,
+    /// The model's short answer, checked against the evidence it was shown (see
+    /// [`judge`]); absent without a model or when it found none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answer: Option<judge::ShortAnswer>,
     pub evidence: Vec<String>,
 }
 
@@ -240,6 +245,11 @@ pub struct AskResponse {
     /// Community reports drawn on (global questions), each with its lineage.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub reports: Vec<ReportJson>,
+    /// With a model: the answer in a few words, as the model found it and the program
+    /// checked it (the last sub-question's; see [`judge`]). Absent without a model, when
+    /// it found none, and whenever the status is `insufficient_evidence`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub short_answer: Option<judge::ShortAnswer>,
     pub trace: Trace,
 }
 
@@ -361,6 +371,8 @@ pub struct SubQuestion {
     /// Evidence sentences judged close in meaning (chunk id, sentence, cosine), best
     /// first: what the extractive writer quotes when no sentence shares its words.
     pub by_meaning: Vec<(String, String, f32)>,
+    /// See [`SubQuestionTrace::answer`].
+    pub answer: Option<judge::ShortAnswer>,
 }
 
 impl State {
@@ -388,6 +400,21 @@ impl State {
             .filter(|r| !r.from_evidence)
             .map(|r| &r.hit)
             .collect()
+    }
+
+    /// Nothing but passages (and relations read from them) vouches for the
+    /// sub-question: no record, decided clause or community report, which the program
+    /// read or computed itself. Only such a sub-question is doubted by meaning or judged
+    /// by the model.
+    fn rests_on_passages(&self, sq: usize) -> bool {
+        let s = &self.sub_questions[sq];
+        self.records_of(sq).is_empty()
+            && self.question_records().is_empty()
+            && self.mode != Some(dossier_engine::Mode::Global)
+            && !self
+                .conclusions
+                .iter()
+                .any(|c| s.evidence.contains(&c.chunk_id))
     }
 
     fn already(&self, call: &ToolCall) -> bool {
@@ -530,6 +557,7 @@ impl<'a> Agent<'a> {
                     judged_by: None,
                     doubt: None,
                     by_meaning: vec![],
+                    answer: None,
                 })
                 .collect(),
             entities: vec![],
@@ -757,6 +785,9 @@ impl<'a> Agent<'a> {
         cover_by_conclusions(&mut state);
         self.judge_by_meaning(&mut state);
         let rerank = self.rerank(&mut state, model, &mut budget);
+        if let Some(m) = model {
+            self.judge_by_model(&mut state, m, &mut budget);
+        }
 
         let known = format!(
             "{}\n{}",
@@ -813,7 +844,7 @@ impl<'a> Agent<'a> {
             draft.answer = checked.text;
             claims.extend(checked.claims);
         }
-        if let Some(m) = model {
+        if let Some(m) = model.filter(|_| budget.limits.max_writer_calls > 0) {
             if budget.admit_model_call() && !draft.citations.is_empty() {
                 let t = Instant::now();
                 match model::write_answer(m, &state, &draft) {
@@ -939,6 +970,16 @@ impl<'a> Agent<'a> {
                 state.conclusions.clone()
             },
             reports: state.reports.clone(),
+            short_answer: if status == AnswerStatus::InsufficientEvidence {
+                None
+            } else {
+                state
+                    .sub_questions
+                    .iter()
+                    .rev()
+                    .find(|s| s.covered)
+                    .and_then(|s| s.answer.clone())
+            },
             trace: Trace {
                 route: state.route.clone(),
                 planner: planner_name.into(),
@@ -952,6 +993,7 @@ impl<'a> Agent<'a> {
                         covered: s.covered,
                         judged_by: s.judged_by.clone(),
                         doubt: s.doubt.clone(),
+                        answer: s.answer.clone(),
                         evidence: s.evidence.clone(),
                     })
                     .collect(),
@@ -1018,7 +1060,12 @@ impl<'a> Agent<'a> {
                     .count(),
             })
             .collect();
-        let judge = model.map(|m| rerank::ModelReranker { model: m });
+        let judge = model
+            .filter(|_| budget.limits.max_model_reranks > 0)
+            .map(|m| rerank::ModelReranker {
+                model: m,
+                top_n: budget.limits.max_model_reranks,
+            });
         let mut admit = |tokens: Option<u64>| match tokens {
             None => budget.admit_model_call(),
             Some(n) => {
@@ -1063,13 +1110,7 @@ impl<'a> Agent<'a> {
             let by_words_alone = covered
                 && state.sub_questions[i].judged_by.as_deref() == Some("terms")
                 && state.sub_questions[i].edges.is_empty()
-                && state.records_of(i).is_empty()
-                && state.question_records().is_empty()
-                && state.mode != Some(dossier_engine::Mode::Global)
-                && !state
-                    .conclusions
-                    .iter()
-                    .any(|c| state.sub_questions[i].evidence.contains(&c.chunk_id));
+                && state.rests_on_passages(i);
             if covered && (!by_words_alone || floor.is_none()) {
                 continue;
             }
@@ -1149,6 +1190,79 @@ impl<'a> Agent<'a> {
                 sq.covered = true;
                 sq.judged_by = Some("meaning".into());
                 sq.by_meaning = close;
+            }
+        }
+    }
+
+    /// The model's judgement, where only passages vouch for a covered sub-question: it
+    /// is asked for the answer's words in the (reranked) evidence, and the program
+    /// looks for them there ([`judge`]). No answer, or words the evidence does not hold,
+    /// uncover the sub-question; a failed call leaves the rules' judgement standing.
+    /// With a masking model the words it sees are masked, so an answer that is a
+    /// masked value is not found and the sub-question is uncovered (the safe side).
+    fn judge_by_model(
+        &self,
+        state: &mut State,
+        model: &dyn dossier_llm::ChatModel,
+        budget: &mut BudgetUse,
+    ) {
+        let mut calls = 0;
+        for i in 0..state.sub_questions.len() {
+            if !state.sub_questions[i].covered || !state.rests_on_passages(i) {
+                continue;
+            }
+            if calls >= budget.limits.max_judge_calls || !budget.admit_model_call() {
+                state.degraded.push(format!(
+                    "model judgement budget spent: sub-question {} judged by the rules alone",
+                    i + 1
+                ));
+                continue;
+            }
+            calls += 1;
+            let question = if state.sub_questions.len() == 1 {
+                state.question.clone()
+            } else {
+                planner::query_of(state, i)
+            };
+            let evidence = state.evidence_of(i);
+            let blocks: Vec<judge::Block> = evidence
+                .iter()
+                .take(judge::JUDGE_BLOCKS)
+                .map(|e| judge::Block {
+                    chunk_id: &e.chunk_id,
+                    title: &e.title,
+                    text: &e.text,
+                })
+                .collect();
+            let t = Instant::now();
+            let _span =
+                tracing::info_span!("judge", sub_question = i, blocks = blocks.len()).entered();
+            let verdict = judge::judge(model, &question, &blocks);
+            state.metrics.model_ms += t.elapsed().as_millis() as u64;
+            let sq = &mut state.sub_questions[i];
+            match verdict {
+                Ok((v, tokens)) => {
+                    budget.add_tokens(tokens);
+                    let doubt = match v {
+                        judge::Verdict::Answered(a) => {
+                            sq.answer = Some(a);
+                            continue;
+                        }
+                        judge::Verdict::NotStated => {
+                            "the model found no answer to it in the evidence".to_string()
+                        }
+                        judge::Verdict::NotInEvidence(w) => format!(
+                            "the model answered {w:?}, which the evidence it was shown does not hold"
+                        ),
+                    };
+                    sq.covered = false;
+                    sq.judged_by = None;
+                    sq.doubt = Some(doubt);
+                }
+                Err(e) => state.degraded.push(format!(
+                    "model judgement of sub-question {} failed ({e}); the rules' judgement stands",
+                    i + 1
+                )),
             }
         }
     }
@@ -1285,6 +1399,7 @@ impl<'a> Agent<'a> {
             facts: BTreeMap::new(),
             conclusions: vec![],
             reports: vec![],
+            short_answer: None,
             trace: Trace {
                 route: state.route.clone(),
                 planner: "deterministic".into(),
@@ -1298,6 +1413,7 @@ impl<'a> Agent<'a> {
                         covered: false,
                         judged_by: None,
                         doubt: None,
+                        answer: None,
                         evidence: vec![],
                     })
                     .collect(),

@@ -301,15 +301,23 @@ fn contains_number(text: &str, n: &str) -> bool {
     let mut from = 0;
     while let Some(i) = text[from..].find(n) {
         let at = from + i;
-        let before = text[..at].chars().next_back();
-        let after = text[at + n.len()..].chars().next();
-        let digitish = |c: Option<char>| c.is_some_and(|c| c.is_ascii_digit() || c == '.');
-        if !digitish(before) && !digitish(after) {
+        // Part of a longer number: a digit beside it, or a decimal point with a digit
+        // beyond it ("1931." ends a sentence; "1931.5" and "2.1931" are other numbers).
+        if !joins(text[..at].chars().rev()) && !joins(text[at + n.len()..].chars()) {
             return true;
         }
         from = at + n.len();
     }
     false
+}
+
+/// Whether a number continues on this side: a digit, or a point and then a digit.
+fn joins(mut side: impl Iterator<Item = char>) -> bool {
+    match side.next() {
+        Some(c) if c.is_ascii_digit() => true,
+        Some('.') => side.next().is_some_and(|c| c.is_ascii_digit()),
+        _ => false,
+    }
 }
 
 /// The comma-part of the quotes closest to each comma-part of the claim must have the
@@ -439,6 +447,11 @@ mod tests {
         );
         assert!(v.claims[0].reason.contains("negation"), "{v:?}");
         assert!(contains_number("共 15 天", "15") && !contains_number("2015 年", "15"));
+        // A number that ends a sentence is whole; a decimal is another number.
+        assert!(contains_number("it opened in 1931.", "1931"));
+        assert!(
+            !contains_number("it weighs 1931.5 kg", "1931") && !contains_number("v2.1931", "1931")
+        );
     }
 
     #[test]

@@ -47,9 +47,8 @@ pub struct AskArgs {
     /// The most model tokens it may use.
     #[arg(long, default_value_t = dossier_agent::Budget::default().max_tokens)]
     max_tokens: u64,
-    /// The most planning rounds a model may propose calls in.
-    #[arg(long, default_value_t = dossier_agent::Budget::default().max_planner_calls)]
-    max_planner_calls: usize,
+    #[command(flatten)]
+    model_use: ModelUse,
     /// Write the whole trajectory (JSON) to this file.
     #[arg(long)]
     trace: Option<PathBuf>,
@@ -57,6 +56,40 @@ pub struct AskArgs {
     /// that exists but is not theirs) to this file. For the operator, never the caller.
     #[arg(long)]
     audit: Option<PathBuf>,
+}
+
+/// What a configured model may do in one ask, each bounded (0 turns that use off, and
+/// the program's own part stands: the deterministic plan, the fusion order, the rules'
+/// judgement, the extractive answer). On a CPU the model's calls are most of an ask's
+/// time; these let an operator keep the ones worth it.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ModelUse {
+    /// The most planning rounds a model may propose calls in.
+    #[arg(long, default_value_t = dossier_agent::Budget::default().max_planner_calls)]
+    pub max_planner_calls: usize,
+    /// Passages a model scores for the reranker (one call each).
+    #[arg(long, default_value_t = dossier_agent::Budget::default().max_model_reranks)]
+    pub max_model_reranks: usize,
+    /// Sub-questions a model checks for an answer in their evidence (one call each).
+    #[arg(long, default_value_t = dossier_agent::Budget::default().max_judge_calls)]
+    pub max_judge_calls: usize,
+    /// Answers a model writes (0 or 1).
+    #[arg(long, default_value_t = dossier_agent::Budget::default().max_writer_calls,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1))]
+    pub max_writer_calls: usize,
+}
+
+impl ModelUse {
+    /// `base` with these limits.
+    pub fn budget(&self, base: dossier_agent::Budget) -> dossier_agent::Budget {
+        dossier_agent::Budget {
+            max_planner_calls: self.max_planner_calls,
+            max_model_reranks: self.max_model_reranks,
+            max_judge_calls: self.max_judge_calls,
+            max_writer_calls: self.max_writer_calls,
+            ..base
+        }
+    }
 }
 
 /// A chat model as the `--llm` flags name it ([`LlmSpec::parse`]): `none`, `local`,
@@ -133,8 +166,7 @@ pub fn run(engine: &Engine, args: &AskArgs, json: bool) -> Result<ExitCode> {
         max_steps: args.max_steps,
         max_evidence: args.max_evidence,
         max_tokens: args.max_tokens,
-        max_planner_calls: args.max_planner_calls,
-        ..dossier_agent::Budget::default()
+        ..args.model_use.budget(dossier_agent::Budget::default())
     };
     let asked = agent.ask_audited(&req)?;
     if let Some(path) = &args.audit {

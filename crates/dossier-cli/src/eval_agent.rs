@@ -92,6 +92,7 @@ pub fn run(
     dataset: &Path,
     limit: Option<usize>,
     model: Option<&dyn dossier_llm::ChatModel>,
+    budget: &dossier_agent::Budget,
     per_question: bool,
     progress: &mut dyn Progress,
 ) -> Result<AgentModeReport> {
@@ -117,7 +118,9 @@ pub fn run(
     progress.start("eval agent", questions.len() as u64);
     for q in &questions {
         let t = Instant::now();
-        let resp = agent.ask(&AskRequest::new(EVAL_PRINCIPAL, &q.question, now));
+        let mut req = AskRequest::new(EVAL_PRINCIPAL, &q.question, now);
+        req.budget = budget.clone();
+        let resp = agent.ask(&req);
         lat.push(t.elapsed().as_secs_f64() * 1000.0);
         let gold: HashSet<&str> = q.gold_ids.iter().map(String::as_str).collect();
         let mut out = AgentQuestion {

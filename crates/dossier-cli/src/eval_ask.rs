@@ -34,6 +34,8 @@ pub struct AskEvalOptions {
     pub llm: String,
     pub llm_model: String,
     pub per_question: bool,
+    /// Each question's budget (what the model may do among it).
+    pub budget: dossier_agent::Budget,
 }
 
 #[derive(Debug, Deserialize)]
@@ -541,6 +543,13 @@ pub struct Outcome {
     pub status: String,
     pub writer: String,
     pub answer: String,
+    /// The model's checked short answer, when it found one (what EM/F1 score).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub short_answer: Option<String>,
+    /// Why a sub-question's evidence was not taken as an answer (meaning or the
+    /// model's judgement), for error analysis.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub doubts: Vec<String>,
     /// Distinct cited passages (document ids), in mark order.
     pub cited: Vec<String>,
     pub gold_ids: Vec<String>,
@@ -740,6 +749,8 @@ fn score(q: &Question, resp: std::result::Result<AskResponse, String>, ms: f64) 
         status: "error".into(),
         writer: "none".into(),
         answer: String::new(),
+        short_answer: None,
+        doubts: vec![],
         cited: vec![],
         gold_ids: q.gold_ids.clone(),
         answers: q.answers.clone(),
@@ -776,12 +787,26 @@ fn score(q: &Question, resp: std::result::Result<AskResponse, String>, ms: f64) 
     o.status = status_name(&r);
     o.writer = r.trace.writer.clone();
     o.answer = r.answer.clone();
+    o.short_answer = r.short_answer.as_ref().map(|a| a.text.clone());
+    o.doubts = r
+        .trace
+        .sub_questions
+        .iter()
+        .filter_map(|s| s.doubt.clone())
+        .collect();
     for c in &r.citations {
         if !o.cited.contains(&c.doc_id) {
             o.cited.push(c.doc_id.clone());
         }
     }
-    let prediction = prediction(&o.status, &r.answer);
+    // The short answer, when a model found one and the program checked it, is the
+    // prediction EM and F1 score (an answer of sentences scores next to nothing).
+    let prediction = prediction(
+        &o.status,
+        r.short_answer
+            .as_ref()
+            .map_or(r.answer.as_str(), |a| a.text.as_str()),
+    );
     if answerable {
         o.em = exact_match(prediction, &q.answers);
         o.f1 = f1(prediction, &q.answers);
@@ -875,7 +900,8 @@ pub fn run(
     progress.start("eval ask", questions.len() as u64);
     let mut outcomes = Vec::with_capacity(questions.len());
     for q in &questions {
-        let req = AskRequest::new(EVAL_PRINCIPAL, &q.question, now);
+        let mut req = AskRequest::new(EVAL_PRINCIPAL, &q.question, now);
+        req.budget = opts.budget.clone();
         let t = Instant::now();
         let resp = agent.ask(&req).map_err(|e| e.to_string());
         let ms = t.elapsed().as_secs_f64() * 1000.0;

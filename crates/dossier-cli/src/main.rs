@@ -139,6 +139,9 @@ enum Command {
         /// With --ask or --mode agent: model name sent to an OpenAI-compatible server.
         #[arg(long, default_value = "default", env = "DOSSIER_LLM_MODEL")]
         llm_model: String,
+        /// With --ask or --mode agent and a model: what the model may do per question.
+        #[command(flatten)]
+        model_use: ask::ModelUse,
     },
     /// Index generations: build a draft, promote it, roll back, list.
     Index {
@@ -755,6 +758,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             ask,
             llm,
             llm_model,
+            model_use,
         } => {
             if *ask && mode != "hybrid" {
                 bail!("eval --ask puts questions to the ask agent, which chooses its own retrieval: drop --mode {mode}");
@@ -785,6 +789,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
                     llm: llm.clone(),
                     llm_model: llm_model.clone(),
                     per_question: *per_question,
+                    budget: model_use.budget(dossier_agent::Budget::default()),
                 };
                 return eval_ask::main(
                     &engine,
@@ -822,6 +827,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
                     dataset,
                     *limit,
                     llm.model.as_deref(),
+                    &model_use.budget(dossier_agent::Budget::default()),
                     *per_question,
                     &mut Bar::new(),
                 )?)

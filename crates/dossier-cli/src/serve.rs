@@ -63,6 +63,16 @@ pub struct ServeArgs {
     /// The most planning rounds a model may propose calls in, per ask.
     #[arg(long, default_value_t = dossier_agent::Budget::default().max_planner_calls)]
     ask_max_planner_calls: usize,
+    /// Passages a model scores for the reranker, per ask.
+    #[arg(long, default_value_t = dossier_agent::Budget::default().max_model_reranks)]
+    ask_max_model_reranks: usize,
+    /// Sub-questions a model checks for an answer in their evidence, per ask.
+    #[arg(long, default_value_t = dossier_agent::Budget::default().max_judge_calls)]
+    ask_max_judge_calls: usize,
+    /// Answers a model writes per ask (0 or 1).
+    #[arg(long, default_value_t = dossier_agent::Budget::default().max_writer_calls,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1))]
+    ask_max_writer_calls: usize,
     /// Search and ask answers kept in the cache (0 turns the cache off).
     #[arg(long, default_value_t = 1024)]
     cache_entries: usize,
@@ -140,6 +150,9 @@ pub fn run(engine: Engine, args: &ServeArgs) -> Result<ExitCode> {
                 max_evidence: args.ask_max_evidence,
                 max_tokens: args.ask_max_tokens,
                 max_planner_calls: args.ask_max_planner_calls,
+                max_model_reranks: args.ask_max_model_reranks,
+                max_judge_calls: args.ask_max_judge_calls,
+                max_writer_calls: args.ask_max_writer_calls,
                 max_wall: Duration::from_millis(args.ask_deadline_ms.max(1)),
                 ..dossier_agent::Budget::default()
             },

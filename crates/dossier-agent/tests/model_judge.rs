@@ -1,0 +1,194 @@
+//! The model's judgement of sufficiency (issue 18), through the whole ask loop with a
+//! scripted model whose only calls are the judge's (planner, reranker and writer turned
+//! off by the budget). A question whose words the evidence holds — but whose answer it
+//! may not — is answered only when the model names words of the evidence; an empty
+//! answer, or words from nowhere, make the agent abstain and the trace says why. The
+//! model only narrows: what the rules left uncovered is never put to it. A failed call
+//! leaves the rules' judgement standing.
+
+use dossier_agent::{Agent, AnswerStatus, AskRequest, AskResponse, Budget, EngineTools};
+use dossier_engine::Engine;
+use dossier_llm::{ChatResponse, LlmError, ScriptedChat};
+
+const QUESTION: &str = "Who designed the Norport Harbour Bridge?";
+
+fn page(dir: &std::path::Path, id: &str, title: &str, text: &str) {
+    std::fs::write(
+        dir.join(format!("{id}.md")),
+        format!(
+            "---\nid: {id}\nversion: \"1\"\ntitle: {title}\ntenant: t\n---\n# {title}\n\n{text}\n"
+        ),
+    )
+    .unwrap();
+}
+
+/// The bridge's page says when it opened and where it stands, never who designed it
+/// (the words of the question, not its answer); other pages make the words specific.
+fn engine(dir: &std::path::Path) -> Engine {
+    let docs = dir.join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    page(
+        &docs,
+        "bridge",
+        "Bridges of the estuary",
+        "The Norport Harbour Bridge was designed for four lanes and opened in 1931. \
+         The harbour bridge at Norport spans the Vell estuary.",
+    );
+    for (id, title, text) in [
+        (
+            "ferry",
+            "Ferries",
+            "Ferries leave the old quay for the islands every hour in summer.",
+        ),
+        (
+            "market",
+            "Fish market",
+            "The fish market opens at five in the morning and closes at noon.",
+        ),
+        (
+            "school",
+            "School",
+            "The school teaches four hundred pupils and has a rowing club.",
+        ),
+        (
+            "museum",
+            "Museum",
+            "The museum shows maps of the coast and the first printing press.",
+        ),
+    ] {
+        page(&docs, id, title, text);
+    }
+    std::fs::write(
+        docs.join("principals.yaml"),
+        "principals:\n- {id: reader, tenant: t, groups: []}\n",
+    )
+    .unwrap();
+    let engine = Engine::with_embedder(
+        dir.join("store"),
+        "hash:64",
+        Box::new(dossier_embed::HashEmbedder::new(64)),
+    )
+    .unwrap();
+    let r = engine.ingest(&[docs], &mut ()).unwrap();
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    engine
+}
+
+/// Only the judge may call the model.
+fn judge_only(judge_calls: usize) -> Budget {
+    Budget {
+        max_planner_calls: 0,
+        max_model_reranks: 0,
+        max_writer_calls: 0,
+        max_judge_calls: judge_calls,
+        ..Budget::default()
+    }
+}
+
+fn ask(engine: &Engine, model: Option<&ScriptedChat>, q: &str, budget: Budget) -> AskResponse {
+    let tools = EngineTools::new(engine);
+    let agent = Agent {
+        engine,
+        tools: &tools,
+        model: model.map(|m| m as &dyn dossier_llm::ChatModel),
+    };
+    let mut req = AskRequest::new("reader", q, "2026-11-30".parse().unwrap());
+    req.budget = budget;
+    agent.ask(&req).unwrap()
+}
+
+fn doubt(r: &AskResponse) -> String {
+    r.trace.sub_questions[0].doubt.clone().unwrap_or_default()
+}
+
+#[test]
+fn the_rules_alone_take_shared_words_for_an_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path());
+    let r = ask(&engine, None, QUESTION, Budget::default());
+    assert_eq!(r.status, AnswerStatus::Answered, "{r:#?}");
+    assert_eq!(r.short_answer, None);
+}
+
+#[test]
+fn no_answer_or_words_from_nowhere_make_the_agent_abstain_and_the_trace_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path());
+    for (reply, why) in [
+        (r#"{"answer": ""}"#, "found no answer"),
+        (r#"{"answer": "John Bradfield"}"#, "\"John Bradfield\""),
+    ] {
+        let chat = ScriptedChat::new([ChatResponse::text(reply)]);
+        let r = ask(&engine, Some(&chat), QUESTION, judge_only(3));
+        assert_eq!(
+            r.status,
+            AnswerStatus::InsufficientEvidence,
+            "{reply}: {r:#?}"
+        );
+        assert!(r.citations.is_empty());
+        assert_eq!(r.short_answer, None);
+        assert!(doubt(&r).contains(why), "{}", doubt(&r));
+        assert!(!r.trace.sub_questions[0].covered);
+        assert_eq!(chat.requests().len(), 1, "one judgement per sub-question");
+        // The evidence was shown fenced, the question with it.
+        let prompt = &chat.requests()[0].messages[1].content;
+        assert!(prompt.contains(QUESTION) && prompt.contains("<<<EVIDENCE"));
+        assert!(prompt.contains("opened in 1931"), "{prompt}");
+    }
+}
+
+#[test]
+fn words_the_evidence_holds_answer_and_are_the_short_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path());
+    // The program checks that the words are the evidence's, not that they are right:
+    // a model that misreads the evidence is caught only where its words are not there.
+    let chat = ScriptedChat::new([ChatResponse::text(r#"{"answer": "Vell estuary"}"#)]);
+    let r = ask(&engine, Some(&chat), QUESTION, judge_only(3));
+    assert_eq!(r.status, AnswerStatus::Answered, "{r:#?}");
+    let short = r.short_answer.expect("short answer");
+    assert_eq!(short.text, "Vell estuary");
+    assert_eq!(short.checked_by, "evidence");
+    assert!(short.chunk_id.unwrap().starts_with("bridge@"));
+    assert_eq!(r.trace.sub_questions[0].doubt, None);
+}
+
+#[test]
+fn the_model_is_not_asked_without_budget_or_about_what_the_rules_left_uncovered() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path());
+    let chat = ScriptedChat::new([]);
+    let r = ask(&engine, Some(&chat), QUESTION, judge_only(0));
+    assert_eq!(r.status, AnswerStatus::Answered);
+    assert!(chat.requests().is_empty());
+    assert!(r
+        .trace
+        .degraded
+        .iter()
+        .any(|d| d.contains("judgement budget")));
+    // Nothing in the corpus has these words: uncovered by the rules, never judged.
+    let chat = ScriptedChat::new([ChatResponse::text(r#"{"answer": "Paris"}"#)]);
+    let r = ask(
+        &engine,
+        Some(&chat),
+        "Which volcano erupted over Quillan glacier?",
+        judge_only(3),
+    );
+    assert_eq!(r.status, AnswerStatus::InsufficientEvidence);
+    assert!(chat.requests().is_empty(), "{:?}", chat.requests());
+}
+
+#[test]
+fn a_failed_or_unreadable_judgement_leaves_the_rules_standing() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path());
+    let chat = ScriptedChat::new([]);
+    chat.push_error(LlmError::Script("down".into()));
+    let r = ask(&engine, Some(&chat), QUESTION, judge_only(3));
+    assert_eq!(r.status, AnswerStatus::Answered);
+    assert!(r.trace.degraded.iter().any(|d| d.contains("judgement")));
+    let chat = ScriptedChat::new([ChatResponse::text("Lena Marsh")]);
+    let r = ask(&engine, Some(&chat), QUESTION, judge_only(3));
+    assert_eq!(r.status, AnswerStatus::Answered);
+    assert!(r.trace.degraded.iter().any(|d| d.contains("unreadable")));
+}
