@@ -32,6 +32,9 @@ pub struct Budget {
     pub max_judge_calls: usize,
     /// Answers a configured model writes (0 or 1; 0: the extractive answer stands).
     pub max_writer_calls: usize,
+    /// Translations of the question into the other language (Chinese ↔ English) a
+    /// configured model makes when the first search left it uncovered (0 or 1).
+    pub max_translate_calls: usize,
 }
 
 /// What a caller may ask of the budget: each limit optional, and never above the
@@ -48,6 +51,7 @@ pub struct BudgetRequest {
     pub max_model_reranks: Option<usize>,
     pub max_judge_calls: Option<usize>,
     pub max_writer_calls: Option<usize>,
+    pub max_translate_calls: Option<usize>,
 }
 
 impl Budget {
@@ -79,6 +83,11 @@ impl Budget {
             max_writer_calls: req
                 .max_writer_calls
                 .map_or(maxima.max_writer_calls, |v| v.min(maxima.max_writer_calls)),
+            max_translate_calls: req
+                .max_translate_calls
+                .map_or(maxima.max_translate_calls, |v| {
+                    v.min(maxima.max_translate_calls)
+                }),
             ..maxima.clone()
         }
     }
@@ -97,6 +106,7 @@ impl Default for Budget {
             max_model_reranks: crate::rerank::MODEL_TOP_N,
             max_judge_calls: 3,
             max_writer_calls: 1,
+            max_translate_calls: 1,
         }
     }
 }
@@ -269,6 +279,7 @@ mod tests {
             max_model_reranks: Some(0),
             max_judge_calls: Some(9),
             max_writer_calls: None,
+            max_translate_calls: Some(0),
         };
         let b = Budget::within(&maxima, &asked);
         assert_eq!(b.max_steps, 10);
@@ -279,6 +290,7 @@ mod tests {
         assert_eq!(b.max_model_reranks, 0);
         assert_eq!(b.max_judge_calls, 3, "capped by the default maxima");
         assert_eq!(b.max_writer_calls, 1);
+        assert_eq!(b.max_translate_calls, 0);
         assert_eq!(
             Budget::within(&maxima, &BudgetRequest::default()).max_steps,
             10

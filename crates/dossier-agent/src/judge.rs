@@ -23,8 +23,9 @@ use serde_json::json;
 
 /// Evidence blocks shown to the judge (the sub-question's best-ranked ones).
 pub const JUDGE_BLOCKS: usize = 5;
-/// Characters of each block shown.
-const BLOCK_CHARS: usize = 600;
+/// Tokens (about: a Han character is one, four other characters are one) of each
+/// block shown.
+const BLOCK_TOKENS: usize = 120;
 /// Characters of an answer the schema lets the model write.
 const ANSWER_CHARS: usize = 80;
 
@@ -71,9 +72,16 @@ pub fn judge(
     question: &str,
     blocks: &[Block],
 ) -> Result<(Verdict, u64), String> {
+    // Each block as its sentences closest to the question, within a token budget: the
+    // answer is often deep in a long news passage, and the prompt is most of a call's
+    // time on a CPU. The check is against what was shown, nothing more.
+    let shown: Vec<(Block, String)> = blocks
+        .iter()
+        .take(JUDGE_BLOCKS)
+        .map(|b| (*b, excerpt(question, b.text, BLOCK_TOKENS)))
+        .collect();
     let mut fenced = String::new();
-    for (i, b) in blocks.iter().take(JUDGE_BLOCKS).enumerate() {
-        let text: String = b.text.chars().take(BLOCK_CHARS).collect();
+    for (i, (b, text)) in shown.iter().enumerate() {
         fenced.push_str(&format!("[{}] {}: {}\n", i + 1, b.title, text));
     }
     // A block cannot close the fence early: the marker's word is lowered inside it.
@@ -110,6 +118,72 @@ pub fn judge(
         check(&answer, question, &blocks[..blocks.len().min(JUDGE_BLOCKS)]),
         tokens,
     ))
+}
+
+/// About how many tokens a text costs a Qwen-like tokenizer.
+fn tokens_of(text: &str) -> usize {
+    let han = text
+        .chars()
+        .filter(|c| ('\u{4e00}'..='\u{9fff}').contains(c))
+        .count();
+    han + (text.chars().count() - han).div_ceil(4)
+}
+
+/// The sentences of `text` that share most words with the question, in their own order,
+/// within `budget` tokens (at least the best one, cut to the budget).
+fn excerpt(question: &str, text: &str, budget: usize) -> String {
+    if tokens_of(text) <= budget {
+        return text.to_string();
+    }
+    let asked: HashSet<String> = words(question)
+        .into_iter()
+        .filter(|w| !FUNCTION_WORDS.contains(&w.as_str()))
+        .collect();
+    let sentences = crate::text::sentences(text);
+    let mut by_overlap: Vec<(usize, usize)> = sentences
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let mine: HashSet<String> = words(s).into_iter().collect();
+            (i, asked.intersection(&mine).count())
+        })
+        .collect();
+    // Most shared words first; ties to the earlier sentence.
+    by_overlap.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut chosen = Vec::new();
+    let mut used = 0;
+    for (i, _) in by_overlap {
+        let cost = tokens_of(&sentences[i]);
+        if chosen.is_empty() && cost > budget {
+            // The closest sentence alone is over the budget: its start.
+            return cut(&sentences[i], budget);
+        }
+        if used + cost <= budget {
+            chosen.push(i);
+            used += cost;
+        }
+    }
+    chosen.sort_unstable();
+    chosen
+        .iter()
+        .map(|&i| sentences[i].as_str())
+        .collect::<Vec<_>>()
+        .join(" … ")
+}
+
+/// The start of `text` within `budget` tokens.
+fn cut(text: &str, budget: usize) -> String {
+    let (mut han, mut other) = (0, 0);
+    text.chars()
+        .take_while(|c| {
+            if ('\u{4e00}'..='\u{9fff}').contains(c) {
+                han += 1;
+            } else {
+                other += 1;
+            }
+            han + other / 4 <= budget
+        })
+        .collect()
 }
 
 /// The program's check of the model's words (see the module doc). What is checked are
@@ -325,6 +399,19 @@ mod tests {
             check("1932", "北港大桥哪年建成？", &blocks()),
             Verdict::NotInEvidence(_)
         ));
+    }
+
+    #[test]
+    fn a_long_block_is_shown_as_its_sentences_closest_to_the_question() {
+        let filler = "The weather on the coast was mild that year. ".repeat(12);
+        let text = format!("{filler}Lena Marsh designed the Norport Harbour Bridge. {filler}");
+        let shown = excerpt("Who designed the Norport Harbour Bridge?", &text, 40);
+        assert!(shown.contains("Lena Marsh designed"), "{shown}");
+        assert!(tokens_of(&shown) <= 40 + 2, "{shown}");
+        // Short text is shown whole; one overlong sentence is cut to the budget.
+        assert_eq!(excerpt("q", "Short.", 40), "Short.");
+        let long = "北港大桥".repeat(30);
+        assert_eq!(excerpt("北港大桥", &long, 40).chars().count(), 40);
     }
 
     #[test]

@@ -698,6 +698,7 @@ impl<'a> Agent<'a> {
             6
         };
         ask_span.record("planner", planner_name);
+        let mut translations = 0;
         for round in 0..rounds {
             let _plan = tracing::info_span!("plan", round, planner = planner_name).entered();
             let before = (state.evidence.len(), state.records.len());
@@ -732,6 +733,15 @@ impl<'a> Agent<'a> {
                     state.metrics.rejected_proposals += rejected.len();
                     state.rejected.extend(rejected);
                     proposals.extend(ps);
+                }
+            }
+            // Left uncovered by the first search: the question in the other language, for
+            // documents written in it (at most the budget's translations, by the model).
+            if let (Some(m), true) = (model, round > 0) {
+                if let Some(p) =
+                    self.translated_search(&mut state, m, &mut budget, &mut translations)
+                {
+                    proposals.push(p);
                 }
             }
             // The deterministic plan always runs beside a model's: it follows records
@@ -1190,6 +1200,56 @@ impl<'a> Agent<'a> {
                 sq.covered = true;
                 sq.judged_by = Some("meaning".into());
                 sq.by_meaning = close;
+            }
+        }
+    }
+
+    /// A search for the question in the other language, when a sub-question is still
+    /// uncovered and the budget allows a translation. The search is an ordinary
+    /// proposal (validated, de-duplicated, under the caller's scope); the trace says why.
+    fn translated_search(
+        &self,
+        state: &mut State,
+        model: &dyn dossier_llm::ChatModel,
+        budget: &mut BudgetUse,
+        done: &mut usize,
+    ) -> Option<planner::Proposal> {
+        let sq = state.sub_questions.iter().position(|s| !s.covered)?;
+        if *done >= budget.limits.max_translate_calls || !budget.admit_model_call() {
+            return None;
+        }
+        *done += 1;
+        let t = Instant::now();
+        let translated = model::translate_question(model, &state.question);
+        state.metrics.model_ms += t.elapsed().as_millis() as u64;
+        match translated {
+            Ok((query, tokens)) => {
+                budget.add_tokens(tokens);
+                let language = if text::is_chinese(&query) {
+                    "Chinese"
+                } else {
+                    "English"
+                };
+                Some(planner::Proposal {
+                    call: ToolCall::DocumentSearch {
+                        query,
+                        mode: "graph".into(),
+                        k: 6,
+                        documents: vec![],
+                        as_of: None,
+                    },
+                    sub_question: sq,
+                    by: "model".into(),
+                    why: Some(format!(
+                        "the question in {language} (the model's translation): the first search left it uncovered, and documents in the other language cannot share its words"
+                    )),
+                })
+            }
+            Err(e) => {
+                state
+                    .degraded
+                    .push(format!("model translation of the question failed ({e})"));
+                None
             }
         }
     }

@@ -5,6 +5,10 @@
 //! answer, or words from nowhere, make the agent abstain and the trace says why. The
 //! model only narrows: what the rules left uncovered is never put to it. A failed call
 //! leaves the rules' judgement standing.
+//!
+//! Also the model's other query-time part across languages (issue 14, item 6): a
+//! question the first search left uncovered is searched again in the other language,
+//! as the model translates it, and the trace says why.
 
 use dossier_agent::{Agent, AnswerStatus, AskRequest, AskResponse, Budget, EngineTools};
 use dossier_engine::Engine;
@@ -81,6 +85,7 @@ fn judge_only(judge_calls: usize) -> Budget {
         max_model_reranks: 0,
         max_writer_calls: 0,
         max_judge_calls: judge_calls,
+        max_translate_calls: 0,
         ..Budget::default()
     }
 }
@@ -191,4 +196,62 @@ fn a_failed_or_unreadable_judgement_leaves_the_rules_standing() {
     let r = ask(&engine, Some(&chat), QUESTION, judge_only(3));
     assert_eq!(r.status, AnswerStatus::Answered);
     assert!(r.trace.degraded.iter().any(|d| d.contains("unreadable")));
+}
+
+#[test]
+fn a_question_the_first_search_left_uncovered_is_searched_in_the_other_language() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path());
+    let chat = ScriptedChat::new([ChatResponse::text(
+        r#"{"translation": "When did the Norport Harbour Bridge open?"}"#,
+    )]);
+    let budget = Budget {
+        max_translate_calls: 1,
+        ..judge_only(0)
+    };
+    let r = ask(
+        &engine,
+        Some(&chat),
+        "北港海港大桥是哪一年通车的？",
+        budget.clone(),
+    );
+    assert_eq!(chat.requests().len(), 1);
+    assert!(chat.requests()[0].messages[1]
+        .content
+        .contains("into English"));
+    let step = r
+        .trace
+        .steps
+        .iter()
+        .find(|s| s.proposed_by == "model")
+        .expect("the translated search ran");
+    assert_eq!(
+        step.args["query"],
+        "When did the Norport Harbour Bridge open?"
+    );
+    assert!(
+        step.why.as_deref().unwrap().contains("translation"),
+        "{step:?}"
+    );
+    assert!(
+        step.evidence.iter().any(|c| c.starts_with("bridge@")),
+        "{step:?}"
+    );
+    // A failed translation is a degradation; no budget, no call.
+    let chat = ScriptedChat::new([ChatResponse::text(r#"{"translation": "北港海港大桥"}"#)]);
+    let r = ask(&engine, Some(&chat), "北港海港大桥是哪一年通车的？", budget);
+    assert!(
+        r.trace.degraded.iter().any(|d| d.contains("translation")),
+        "{:?}",
+        r.trace.degraded
+    );
+    assert!(r.trace.steps.iter().all(|s| s.proposed_by != "model"));
+    let chat = ScriptedChat::new([]);
+    ask(
+        &engine,
+        Some(&chat),
+        "北港海港大桥是哪一年通车的？",
+        judge_only(0),
+    );
+    assert!(chat.requests().is_empty());
 }

@@ -77,6 +77,11 @@ pub struct ModelUse {
     #[arg(long, default_value_t = dossier_agent::Budget::default().max_writer_calls,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1))]
     pub max_writer_calls: usize,
+    /// Translations of the question into the other language (Chinese ↔ English) a
+    /// model makes when the first search left it uncovered (0 or 1).
+    #[arg(long, default_value_t = dossier_agent::Budget::default().max_translate_calls,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1))]
+    pub max_translate_calls: usize,
 }
 
 impl ModelUse {
@@ -87,6 +92,7 @@ impl ModelUse {
             max_model_reranks: self.max_model_reranks,
             max_judge_calls: self.max_judge_calls,
             max_writer_calls: self.max_writer_calls,
+            max_translate_calls: self.max_translate_calls,
             ..base
         }
     }

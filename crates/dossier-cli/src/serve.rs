@@ -73,6 +73,10 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = dossier_agent::Budget::default().max_writer_calls,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1))]
     ask_max_writer_calls: usize,
+    /// Translations of the question a model makes per ask (0 or 1).
+    #[arg(long, default_value_t = dossier_agent::Budget::default().max_translate_calls,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1))]
+    ask_max_translate_calls: usize,
     /// Search and ask answers kept in the cache (0 turns the cache off).
     #[arg(long, default_value_t = 1024)]
     cache_entries: usize,
@@ -153,6 +157,7 @@ pub fn run(engine: Engine, args: &ServeArgs) -> Result<ExitCode> {
                 max_model_reranks: args.ask_max_model_reranks,
                 max_judge_calls: args.ask_max_judge_calls,
                 max_writer_calls: args.ask_max_writer_calls,
+                max_translate_calls: args.ask_max_translate_calls,
                 max_wall: Duration::from_millis(args.ask_deadline_ms.max(1)),
                 ..dossier_agent::Budget::default()
             },
