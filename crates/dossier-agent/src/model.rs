@@ -361,7 +361,7 @@ mod tests {
             ChatResponse::text(r#"{"translation": "Who directed the film Changed It?"}"#),
             ChatResponse::text(r#"{"translation": "谁执导了 Changed It？"}"#),
             ChatResponse::text(r#"{"translation": "北港大桥是谁设计的？"}"#),
-            ChatResponse::text(&format!(r#"{{"translation": "{}"}}"#, "很长".repeat(100))),
+            ChatResponse::text(format!(r#"{{"translation": "{}"}}"#, "很长".repeat(100))),
         ]);
         let zh = "谁执导了电影 Changed It？";
         assert_eq!(
