@@ -323,6 +323,9 @@ pub struct State {
     /// The embedder's cosine floor for an answering sentence in the question's script
     /// ([`ToolRunner::answer_floor`]); `None` when unknown (then the words decide alone).
     pub answer_floor: Option<f32>,
+    /// The question in the other language, when the model translated it for a search
+    /// ([`Agent::translated_search`]): passages in its script are ranked against it.
+    pub translation: Option<String>,
     /// Documents linked from records, with the business date to judge them at.
     pub linked_documents: Vec<(String, NaiveDate)>,
     /// Documents the evidence names (index-time title links) that the scope may read:
@@ -567,6 +570,7 @@ impl<'a> Agent<'a> {
             fact_sources: BTreeMap::new(),
             term_weights: Default::default(),
             answer_floor: None,
+            translation: None,
             linked_documents: vec![],
             named: vec![],
             conflicts: vec![],
@@ -1041,13 +1045,41 @@ impl<'a> Agent<'a> {
                 documents.push(e.doc_id.clone());
             }
         }
-        let ranks = self
-            .tools
-            .passage_ranks(&state.scope, &state.question, &documents, &chunks)
-            .unwrap_or_else(|| tools::PassageRanks {
-                lexical: vec![None; chunks.len()],
-                dense: vec![None; chunks.len()],
-            });
+        let ranks_for = |query: &str| {
+            self.tools
+                .passage_ranks(&state.scope, query, &documents, &chunks)
+                .unwrap_or_else(|| tools::PassageRanks {
+                    lexical: vec![None; chunks.len()],
+                    dense: vec![None; chunks.len()],
+                })
+        };
+        let ranks = ranks_for(&state.question);
+        // Words and e5 vectors barely cross languages, so a passage in the script of
+        // the model's translation is ranked against the translation, and fetched in
+        // order among the passages of its script: without it the translated search's
+        // finds sank below the first search's misses (BENCHMARKS.md, issue 14 item 6).
+        let translated: Vec<bool> = match &state.translation {
+            Some(t) if text::is_chinese(t) != text::is_chinese(&state.question) => state
+                .evidence
+                .iter()
+                .map(|e| text::is_chinese(&e.text) == text::is_chinese(t))
+                .collect(),
+            _ => vec![false; chunks.len()],
+        };
+        let other_ranks = state
+            .translation
+            .as_deref()
+            .filter(|_| translated.contains(&true))
+            .map(ranks_for);
+        let mut fetched = [0usize; 2];
+        let fetch_order: Vec<usize> = translated
+            .iter()
+            .map(|&t| {
+                let n = &mut fetched[usize::from(t)];
+                *n += 1;
+                *n - 1
+            })
+            .collect();
         // Graph evidence: another passage of the pool names this one's document (0 or 1:
         // `documents_named_by` gives each named document with its first namer only).
         let named = self.tools.documents_named_by(&state.scope, &chunks);
@@ -1061,9 +1093,15 @@ impl<'a> Agent<'a> {
                 version: &e.version,
                 title: &e.title,
                 text: &e.text,
-                fetched: i,
-                lexical_rank: ranks.lexical.get(i).copied().flatten(),
-                dense_rank: ranks.dense.get(i).copied().flatten(),
+                fetched: fetch_order[i],
+                lexical_rank: match (&other_ranks, translated[i]) {
+                    (Some(o), true) => o.lexical.get(i).copied().flatten(),
+                    _ => ranks.lexical.get(i).copied().flatten(),
+                },
+                dense_rank: match (&other_ranks, translated[i]) {
+                    (Some(o), true) => o.dense.get(i).copied().flatten(),
+                    _ => ranks.dense.get(i).copied().flatten(),
+                },
                 named_by: named
                     .iter()
                     .filter(|n| n.doc_id == e.doc_id && n.named_by != e.chunk_id)
@@ -1225,6 +1263,7 @@ impl<'a> Agent<'a> {
         match translated {
             Ok((query, tokens)) => {
                 budget.add_tokens(tokens);
+                state.translation = Some(query.clone());
                 let language = if text::is_chinese(&query) {
                     "Chinese"
                 } else {

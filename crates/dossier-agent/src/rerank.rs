@@ -24,10 +24,13 @@ pub struct Candidate<'a> {
     pub version: &'a str,
     pub title: &'a str,
     pub text: &'a str,
-    /// Position in the pool: the order it was fetched in (best first within a search).
+    /// Position in the pool: the order it was fetched in (best first within a search),
+    /// counted among the passages ranked against the same form of the question (the
+    /// question, or its translation for passages in the translation's script).
     pub fetched: usize,
-    /// Position among the pool's documents' passages for the question, by BM25 and by
-    /// vector; `None` when the ranking did not reach it (or is unknown).
+    /// Position among the pool's documents' passages for the question (or its
+    /// translation, as `fetched`), by BM25 and by vector; `None` when the ranking did
+    /// not reach it (or is unknown).
     pub lexical_rank: Option<usize>,
     pub dense_rank: Option<usize>,
     /// Other passages of the pool that name its document.
