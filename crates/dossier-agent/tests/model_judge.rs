@@ -8,7 +8,8 @@
 //!
 //! Also the model's other query-time part across languages (issue 14, item 6): a
 //! question the first search left uncovered is searched again in the other language,
-//! as the model translates it, and the trace says why.
+//! as the model translates it, and the trace says why; what that search finds is
+//! ranked against the translation, not the question it cannot share words with.
 
 use dossier_agent::{Agent, AnswerStatus, AskRequest, AskResponse, Budget, EngineTools};
 use dossier_engine::Engine;
@@ -29,8 +30,16 @@ fn page(dir: &std::path::Path, id: &str, title: &str, text: &str) {
 /// The bridge's page says when it opened and where it stands, never who designed it
 /// (the words of the question, not its answer); other pages make the words specific.
 fn engine(dir: &std::path::Path) -> Engine {
+    engine_with(dir, &[])
+}
+
+/// As [`engine`], with `extra` pages (id, title, text) beside the town's.
+fn engine_with(dir: &std::path::Path, extra: &[(&str, &str, &str)]) -> Engine {
     let docs = dir.join("docs");
     std::fs::create_dir_all(&docs).unwrap();
+    for (id, title, text) in extra {
+        page(&docs, id, title, text);
+    }
     page(
         &docs,
         "bridge",
@@ -254,4 +263,52 @@ fn a_question_the_first_search_left_uncovered_is_searched_in_the_other_language(
         judge_only(0),
     );
     assert!(chat.requests().is_empty());
+}
+
+/// The translated search's finds are ranked against the translation: an English page
+/// found by it stands right after the first search's lead, ahead of the Chinese pages
+/// the first search found but that do not answer (ranked against the Chinese question,
+/// they would take every place above it).
+#[test]
+fn what_the_translated_search_finds_is_ranked_against_the_translation() {
+    let dir = tempfile::tempdir().unwrap();
+    let pages: Vec<(String, String, String)> = (0..8)
+        .map(|i| {
+            (
+                format!("zh{i}"),
+                format!("港口{i}"),
+                format!("北港第{i}号码头每天早上装卸渔船，码头旁有一座仓库。"),
+            )
+        })
+        .collect();
+    let extra: Vec<(&str, &str, &str)> = pages
+        .iter()
+        .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str()))
+        .collect();
+    let engine = engine_with(dir.path(), &extra);
+    let chat = ScriptedChat::new([ChatResponse::text(
+        r#"{"translation": "When did the Norport Harbour Bridge open?"}"#,
+    )]);
+    let budget = Budget {
+        max_translate_calls: 1,
+        ..judge_only(0)
+    };
+    let r = ask(&engine, Some(&chat), "北港海港大桥是哪一年通车的？", budget);
+    let first: Vec<&String> = r.trace.steps[0].evidence.iter().collect();
+    assert!(
+        first.iter().filter(|c| c.starts_with("zh")).count() >= 2,
+        "the first search finds the Chinese pages: {first:?}"
+    );
+    let order: Vec<&str> = r
+        .trace
+        .rerank
+        .after
+        .iter()
+        .map(|x| x.chunk_id.as_str())
+        .collect();
+    let at = order
+        .iter()
+        .position(|c| c.starts_with("bridge@"))
+        .expect("the translated search found the bridge");
+    assert!(at <= 1, "the bridge's page is ranked {at}: {order:?}");
 }
