@@ -33,7 +33,7 @@ pub struct Budget {
     /// Answers a configured model writes (0 or 1; 0: the extractive answer stands).
     pub max_writer_calls: usize,
     /// Translations of the question into the other language (Chinese ↔ English) a
-    /// configured model makes when the first search left it uncovered (0 or 1).
+    /// configured model makes when the searches (or the meaning check after them) left it uncovered (0 or 1).
     pub max_translate_calls: usize,
 }
 

@@ -755,29 +755,7 @@ impl<'a> Agent<'a> {
                 break;
             }
             for p in proposals {
-                if let Err(reason) = planner::validate(&state, &p) {
-                    state.metrics.rejected_proposals += 1;
-                    state.rejected.push(Rejected {
-                        proposed_by: p.by.clone(),
-                        proposal: serde_json::to_value(&p.call).unwrap_or_default(),
-                        reason,
-                    });
-                    continue;
-                }
-                if state.already(&p.call) {
-                    state.metrics.duplicates_skipped += 1;
-                    // The same evidence serves this sub-question too.
-                    planner::share_results(&mut state, &p);
-                    continue;
-                }
-                self.execute(
-                    &mut state,
-                    &mut budget,
-                    p.call,
-                    p.sub_question,
-                    &p.by,
-                    p.why,
-                );
+                self.carry_out(&mut state, &mut budget, p);
             }
             planner::judge(&mut state);
             cover_by_conclusions(&mut state);
@@ -798,6 +776,18 @@ impl<'a> Agent<'a> {
         planner::judge(&mut state);
         cover_by_conclusions(&mut state);
         self.judge_by_meaning(&mut state);
+        // The meaning check runs once the loop is done, and may uncover what the words
+        // covered (distractors in the question's language): the other language gets
+        // its search then, if it has not had one (on the bilingual set, 13 of the 93
+        // English questions were uncovered only here, and never translated).
+        if let (Some(m), true) = (model, rounds > 0 && !budget.out_of_time()) {
+            if let Some(p) = self.translated_search(&mut state, m, &mut budget, &mut translations) {
+                self.carry_out(&mut state, &mut budget, p);
+                planner::judge(&mut state);
+                cover_by_conclusions(&mut state);
+                self.judge_by_meaning(&mut state);
+            }
+        }
         let rerank = self.rerank(&mut state, model, &mut budget);
         if let Some(m) = model {
             self.judge_by_model(&mut state, m, &mut budget);
@@ -1280,7 +1270,7 @@ impl<'a> Agent<'a> {
                     sub_question: sq,
                     by: "model".into(),
                     why: Some(format!(
-                        "the question in {language} (the model's translation): the first search left it uncovered, and documents in the other language cannot share its words"
+                        "the question in {language} (the model's translation): the searches so far left it uncovered, and documents in the other language cannot share its words"
                     )),
                 })
             }
@@ -1367,6 +1357,27 @@ impl<'a> Agent<'a> {
     }
 
     /// Runs one call (budget, retry on timeout, de-duplication) and absorbs its result.
+    /// A proposal, validated (a refused one is recorded with why) and de-duplicated
+    /// (a repeated call shares its results with the proposal's sub-question), then run.
+    fn carry_out(&self, state: &mut State, budget: &mut BudgetUse, p: planner::Proposal) {
+        if let Err(reason) = planner::validate(state, &p) {
+            state.metrics.rejected_proposals += 1;
+            state.rejected.push(Rejected {
+                proposed_by: p.by.clone(),
+                proposal: serde_json::to_value(&p.call).unwrap_or_default(),
+                reason,
+            });
+            return;
+        }
+        if state.already(&p.call) {
+            state.metrics.duplicates_skipped += 1;
+            // The same evidence serves this sub-question too.
+            planner::share_results(state, &p);
+            return;
+        }
+        self.execute(state, budget, p.call, p.sub_question, &p.by, p.why);
+    }
+
     fn execute(
         &self,
         state: &mut State,

@@ -6,7 +6,8 @@
 //! from it. e5-small's cosine follows the subject more than the predicate: a sentence on
 //! the right bridge that does not say who designed it still passes (BENCHMARKS.md).
 //! Without an embedder floor (any model whose cosine scale is unmeasured) the words
-//! decide alone, as before.
+//! decide alone, as before. With a model, a question the meaning check uncovered (after
+//! the search loop) still gets its search in the other language (issue 14, item 6).
 
 use chrono::NaiveDate;
 use dossier_agent::tools::PassageRanks;
@@ -177,4 +178,52 @@ fn the_floor_is_known_for_english_on_e5_only() {
     )
     .unwrap();
     assert_eq!(other.answer_floor(false), None);
+}
+
+#[test]
+fn a_question_the_meaning_check_uncovered_is_searched_in_the_other_language() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = corpus(dir.path(), false);
+    let tools = EngineTools::new(&engine);
+    let chat = dossier_llm::ScriptedChat::new([dossier_llm::ChatResponse::text(
+        r#"{"translation": "北港海港大桥是谁设计的？"}"#,
+    )]);
+    let agent = Agent {
+        engine: &engine,
+        tools: &tools,
+        model: Some(&chat),
+    };
+    let mut req = AskRequest::new("reader", QUESTION, "2026-12-01".parse().unwrap());
+    // Only the translation may call the model.
+    req.budget = dossier_agent::Budget {
+        max_planner_calls: 0,
+        max_model_reranks: 0,
+        max_writer_calls: 0,
+        max_judge_calls: 0,
+        max_translate_calls: 1,
+        ..Default::default()
+    };
+    let r = agent.ask(&req).expect("ask");
+    let sq = &r.trace.sub_questions[0];
+    assert!(!sq.covered);
+    assert!(
+        sq.doubt.as_deref().unwrap_or("").contains("meaning"),
+        "{sq:?}"
+    );
+    assert_eq!(chat.requests().len(), 1, "{:?}", r.trace.degraded);
+    assert!(chat.requests()[0].messages[1]
+        .content
+        .contains("into Chinese"));
+    let step = r
+        .trace
+        .steps
+        .iter()
+        .find(|s| s.proposed_by == "model")
+        .expect("the translated search ran after the meaning check");
+    assert_eq!(step.args["query"], "北港海港大桥是谁设计的？");
+    assert!(
+        step.why.as_deref().unwrap().contains("translation"),
+        "{step:?}"
+    );
+    assert_eq!(r.status, AnswerStatus::InsufficientEvidence, "{}", r.answer);
 }
