@@ -778,7 +778,7 @@ impl<'a> Agent<'a> {
         self.judge_by_meaning(&mut state);
         // The meaning check runs once the loop is done, and may uncover what the words
         // covered (distractors in the question's language): the other language gets
-        // its search then, if it has not had one (on the bilingual set, 13 of the 93
+        // its search then, if it has not had one (on the bilingual set, 9 of the 93
         // English questions were uncovered only here, and never translated).
         if let (Some(m), true) = (model, rounds > 0 && !budget.out_of_time()) {
             if let Some(p) = self.translated_search(&mut state, m, &mut budget, &mut translations) {
