@@ -324,7 +324,7 @@ pub struct State {
     /// ([`ToolRunner::answer_floor`]); `None` when unknown (then the words decide alone).
     pub answer_floor: Option<f32>,
     /// The question in the other language, when the model translated it for a search
-    /// ([`Agent::translated_search`]): passages in its script are ranked against it.
+    /// (the agent's translated search): passages in its script are ranked against it.
     pub translation: Option<String>,
     /// Documents linked from records, with the business date to judge them at.
     pub linked_documents: Vec<(String, NaiveDate)>,
