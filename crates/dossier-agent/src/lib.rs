@@ -29,6 +29,7 @@ pub mod inject;
 pub mod judge;
 pub mod masking;
 pub mod model;
+pub mod names;
 pub mod planner;
 pub mod reports;
 pub mod rerank;
@@ -150,8 +151,9 @@ pub struct SubQuestionTrace {
     /// clause's conditions decided against the facts); absent when not covered.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub judged_by: Option<String>,
-    /// Why evidence that shared its words was not taken as an answer (e.g. no evidence
-    /// sentence close to it in meaning); absent when nothing was doubted.
+    /// Why evidence that shared its words was not taken as an answer (no evidence
+    /// sentence close to it in meaning, or a name it gives that no evidence names);
+    /// absent when nothing was doubted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub doubt: Option<String>,
     /// The model's short answer, checked against the evidence it was shown (see

@@ -650,6 +650,19 @@ pub(crate) fn judge(state: &mut State) {
         let ids_ok = identifiers(&asked)
             .iter()
             .all(|id| lower.contains(&id.to_lowercase()));
+        // A question about a named thing is answered only by evidence that names it:
+        // passages sharing its words one by one are about something else.
+        // Titles count: a passage's subject is often named only in its title.
+        let spelled: Vec<String> = texts
+            .iter()
+            .chain(state.evidence_of(i).iter().map(|e| &e.title))
+            .map(|t| crate::names::normalise(t))
+            .collect();
+        let unnamed: Vec<String> = crate::names::given(&asked)
+            .into_iter()
+            .filter(|n| !spelled.iter().any(|t| crate::names::mentions(t, n)))
+            .collect();
+        let names_ok = unnamed.is_empty();
         let terms = content_terms(&asked);
         let have: HashSet<String> = content_terms(&all).into_iter().collect();
         // Terms weigh by how specific they are in the caller's text (idf): a passage
@@ -687,6 +700,7 @@ pub(crate) fn judge(state: &mut State) {
         let covered = from_reports
             || (has_evidence
                 && ids_ok
+                && names_ok
                 && coverage
                     >= if state.answer_floor.is_some() {
                         MIN_COVERAGE_WITH_MEANING
@@ -694,7 +708,21 @@ pub(crate) fn judge(state: &mut State) {
                         MIN_COVERAGE
                     }
                 && best_sentence >= terms.len().min(2));
-        state.sub_questions[i].covered = covered;
+        let sq = &mut state.sub_questions[i];
+        sq.covered = covered;
+        // Said in the trace, and withdrawn when later evidence names it.
+        if has_evidence && !names_ok {
+            sq.doubt = Some(format!(
+                "{UNNAMED} {}",
+                unnamed
+                    .iter()
+                    .map(|n| format!("“{}”", n.trim()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        } else if sq.doubt.as_deref().is_some_and(|d| d.starts_with(UNNAMED)) {
+            sq.doubt = None;
+        }
         if i > 0 && refers_back(&state.sub_questions[i].text) {
             let q = query_of(state, i);
             if q != state.sub_questions[i].text {
@@ -703,6 +731,9 @@ pub(crate) fn judge(state: &mut State) {
         }
     }
 }
+
+/// How the trace says that the evidence does not name what the question names.
+const UNNAMED: &str = "the evidence does not name";
 
 /// The answer's status from what was covered, what failed and what was found.
 pub(crate) fn status(state: &State, gaps: &[String]) -> AnswerStatus {

@@ -16,7 +16,11 @@ use dossier_agent::{
 };
 use dossier_engine::{Engine, NamedDocument, Scope};
 
-const QUESTION: &str = "Who designed the Norport Harbour Bridge?";
+/// Written without the bridge's name in capitals, so that the name rule (the evidence
+/// must name "Norport Harbour Bridge") does not decide first; that rule is tested on
+/// the question as a name at the end.
+const QUESTION: &str = "Who designed the harbour bridge of Norport?";
+const NAMED: &str = "Who designed the Norport Harbour Bridge?";
 const ANSWER: &str = "The Norport Harbour Bridge was designed by the engineer Lena Marsh.";
 
 fn page(dir: &std::path::Path, id: &str, title: &str, text: &str) {
@@ -80,6 +84,10 @@ fn corpus(dir: &std::path::Path, with_answer: bool) -> Engine {
 }
 
 fn ask(engine: &Engine, tools: &dyn ToolRunner) -> AskResponse {
+    ask_this(engine, tools, QUESTION)
+}
+
+fn ask_this(engine: &Engine, tools: &dyn ToolRunner, question: &str) -> AskResponse {
     let agent = Agent {
         engine,
         tools,
@@ -87,7 +95,7 @@ fn ask(engine: &Engine, tools: &dyn ToolRunner) -> AskResponse {
     };
     let now: NaiveDate = "2026-12-01".parse().unwrap();
     agent
-        .ask(&AskRequest::new("reader", QUESTION, now))
+        .ask(&AskRequest::new("reader", question, now))
         .expect("ask")
 }
 
@@ -226,4 +234,33 @@ fn a_question_the_meaning_check_uncovered_is_searched_in_the_other_language() {
         "{step:?}"
     );
     assert_eq!(r.status, AnswerStatus::InsufficientEvidence, "{}", r.answer);
+}
+
+#[test]
+fn a_named_thing_the_evidence_does_not_name_is_no_answer_and_the_trace_says_which() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = corpus(dir.path(), false);
+    // Without a floor, so that only the words and the name decide: every word of the
+    // name is in the evidence ("Norport", "Kelso Harbour Bridge"), the name is not.
+    let r = ask_this(&engine, &NoFloor(EngineTools::new(&engine)), NAMED);
+    let sq = &r.trace.sub_questions[0];
+    assert_eq!(r.status, AnswerStatus::InsufficientEvidence, "{}", r.answer);
+    assert!(!sq.covered && r.citations.is_empty());
+    let doubt = sq.doubt.as_deref().expect("the trace says why");
+    assert!(
+        doubt.contains("does not name") && doubt.contains("norport harbour bridge"),
+        "{doubt}"
+    );
+    // The same question as a lower-case phrase is judged by its words: they pass.
+    let r = ask(&engine, &NoFloor(EngineTools::new(&engine)));
+    assert_ne!(r.status, AnswerStatus::InsufficientEvidence, "{}", r.answer);
+
+    // With the bridge's own page, the name is there and the question is answered.
+    let dir = tempfile::tempdir().unwrap();
+    let engine = corpus(dir.path(), true);
+    let r = ask_this(&engine, &EngineTools::new(&engine), NAMED);
+    let sq = &r.trace.sub_questions[0];
+    assert_eq!(r.status, AnswerStatus::Answered, "{}", r.answer);
+    assert!(sq.covered && sq.doubt.is_none(), "{:?}", sq.doubt);
+    assert!(r.answer.contains("Lena Marsh"), "{}", r.answer);
 }
