@@ -21,6 +21,8 @@ use dossier_llm::{ChatModel, ChatRequest, Message};
 use serde::Serialize;
 use serde_json::json;
 
+use crate::text::is_han;
+
 /// Evidence blocks shown to the judge (the sub-question's best-ranked ones).
 pub const JUDGE_BLOCKS: usize = 5;
 /// Tokens (about: a Han character is one, four other characters are one) of each
@@ -122,10 +124,7 @@ pub fn judge(
 
 /// About how many tokens a text costs a Qwen-like tokenizer.
 fn tokens_of(text: &str) -> usize {
-    let han = text
-        .chars()
-        .filter(|c| ('\u{4e00}'..='\u{9fff}').contains(c))
-        .count();
+    let han = text.chars().filter(|c| is_han(*c)).count();
     han + (text.chars().count() - han).div_ceil(4)
 }
 
@@ -176,7 +175,7 @@ fn cut(text: &str, budget: usize) -> String {
     let (mut han, mut other) = (0, 0);
     text.chars()
         .take_while(|c| {
-            if ('\u{4e00}'..='\u{9fff}').contains(c) {
+            if is_han(*c) {
                 han += 1;
             } else {
                 other += 1;
@@ -252,7 +251,7 @@ fn words(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut run = String::new();
     for c in text.chars().flat_map(char::to_lowercase) {
-        let han = ('\u{4e00}'..='\u{9fff}').contains(&c);
+        let han = is_han(c);
         let digit = c.is_ascii_digit();
         if han {
             flush(&mut run, &mut out);

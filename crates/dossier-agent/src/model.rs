@@ -278,7 +278,7 @@ pub fn translate_question(model: &dyn ChatModel, question: &str) -> Result<(Stri
         return Err(format!("translation of {n} characters refused"));
     }
     // English has no Han character; Chinese has some (names may stay as written).
-    let has_han = text.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c));
+    let has_han = text.chars().any(crate::text::is_han);
     if has_han == to_english {
         return Err(format!("translation is not in {target}"));
     }

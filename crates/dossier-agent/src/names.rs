@@ -19,10 +19,7 @@ pub fn given(question: &str) -> Vec<String> {
     // Capitals mark names only in a Latin-script question: a Chinese question's Latin
     // words ("iPhone SE 3的起售价") are product names and identifiers, which the
     // identifier rule already asks for.
-    if question
-        .chars()
-        .any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c))
-    {
+    if question.chars().any(crate::text::is_han) {
         return Vec::new();
     }
     // A bracketed part disambiguates ("Power Of Women (Film)", "(1899–1977)"); passages

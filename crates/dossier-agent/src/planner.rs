@@ -652,16 +652,17 @@ pub(crate) fn judge(state: &mut State) {
             .all(|id| lower.contains(&id.to_lowercase()));
         // A question about a named thing is answered only by evidence that names it:
         // passages sharing its words one by one are about something else.
-        // Titles count: a passage's subject is often named only in its title.
-        let spelled: Vec<String> = texts
-            .iter()
-            .chain(state.evidence_of(i).iter().map(|e| &e.title))
-            .map(|t| crate::names::normalise(t))
-            .collect();
-        let unnamed: Vec<String> = crate::names::given(&asked)
-            .into_iter()
-            .filter(|n| !spelled.iter().any(|t| crate::names::mentions(t, n)))
-            .collect();
+        // Titles count: a passage's subject is often named only in its title. The
+        // evidence is normalised only for a question that gives a name (most do not).
+        let mut unnamed = crate::names::given(&asked);
+        if !unnamed.is_empty() {
+            let spelled: Vec<String> = texts
+                .iter()
+                .chain(state.evidence_of(i).iter().map(|e| &e.title))
+                .map(|t| crate::names::normalise(t))
+                .collect();
+            unnamed.retain(|n| !spelled.iter().any(|t| crate::names::mentions(t, n)));
+        }
         let names_ok = unnamed.is_empty();
         let terms = content_terms(&asked);
         let have: HashSet<String> = content_terms(&all).into_iter().collect();

@@ -238,12 +238,15 @@ pub fn names_table(text: &str, table: &str) -> bool {
 
 pub use crate::inject::looks_like_instruction;
 
+/// Whether a character is a Han (CJK unified) ideograph: the range every
+/// Chinese-or-not decision of the agent counts.
+pub fn is_han(c: char) -> bool {
+    ('\u{4e00}'..='\u{9fff}').contains(&c)
+}
+
 /// Whether the text is mostly Chinese.
 pub fn is_chinese(text: &str) -> bool {
-    let cjk = text
-        .chars()
-        .filter(|c| ('\u{4e00}'..='\u{9fff}').contains(c))
-        .count();
+    let cjk = text.chars().filter(|c| is_han(*c)).count();
     cjk * 3 >= text.chars().filter(|c| c.is_alphanumeric()).count().max(1)
 }
 
@@ -304,10 +307,7 @@ pub fn other_language(a: &str, b: &str) -> bool {
 /// Whether a text is written mainly in Chinese characters (at least half as many as
 /// Latin letters).
 pub fn han(s: &str) -> bool {
-    let h = s
-        .chars()
-        .filter(|c| ('\u{4e00}'..='\u{9fff}').contains(c))
-        .count();
+    let h = s.chars().filter(|c| is_han(*c)).count();
     let latin = s.chars().filter(char::is_ascii_alphabetic).count();
     h >= 1 && h * 2 >= latin
 }
