@@ -195,4 +195,44 @@ mod tests {
         assert!(normalise("won The Girl Who Kicked the Hornets' Nest.")
             .contains(&given("Who directed The Girl Who Kicked the Hornets' Nest?")[0]));
     }
+
+    #[test]
+    fn hostile_questions_give_sane_names_or_none() {
+        // Deeply nested and unbalanced brackets: what they hold never becomes a name.
+        let nested = format!(
+            "Who is {}Hidden Name{} Open Name?",
+            "(".repeat(10_000),
+            ")".repeat(10_000)
+        );
+        assert_eq!(given(&nested), vec![" open name "]);
+        assert!(given(&format!(
+            "Who is ))) Loose End {}Never Seen",
+            "(".repeat(50)
+        ))
+        .contains(&" loose end ".to_string()));
+        // One huge run of capitals is one name; control characters, NUL and lone
+        // marks are separators, never part of it.
+        let huge = format!("Who {}?", "Abc ".repeat(50_000));
+        let names = given(&huge);
+        assert_eq!(names.len(), 1);
+        assert!(mentions(&normalise(&huge), &names[0]));
+        let odd = "Who saw Big\u{0}Ben\u{7}Tower and \u{301}\u{301} Red\u{FFFD}Square?";
+        for n in given(odd) {
+            assert!(n.starts_with(' ') && n.ends_with(' '));
+            assert!(
+                n.trim().chars().all(|c| c.is_alphanumeric() || c == ' '),
+                "{n:?}"
+            );
+        }
+        for q in ["", "?", "Who", "Who ?", "(", "Who (Is) (", "’s 's"] {
+            for n in given(q) {
+                assert!(!n.trim().is_empty(), "{q:?}");
+            }
+        }
+        // Words repeated everywhere: a near miss at every start, no match.
+        let text = normalise(&"a b a b x ".repeat(20_000));
+        assert!(!mentions(&text, " a b y "));
+        assert!(mentions(&text, " a b a b "));
+        assert!(mentions(&text, ""));
+    }
 }
