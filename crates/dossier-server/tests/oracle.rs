@@ -564,10 +564,28 @@ async fn what_a_reader_is_told_depends_only_on_what_they_may_read() {
                 .take(2)
                 .map(|e| format!("What does {e} depend on?")),
         );
+        // Questions that give a name (capitalised words): the trace says which names
+        // the evidence lacks, and that must not depend on text the reader may not read.
+        let capitalised = |x: &str| {
+            let mut c = x.chars();
+            c.next()
+                .map(|f| f.to_uppercase().chain(c).collect::<String>())
+                .unwrap_or_default()
+        };
+        questions.extend(
+            w.hidden_words
+                .iter()
+                .map(|x| format!("Which team owns the {} Runbook?", capitalised(x))),
+        );
+        questions.push(format!(
+            "What does the {} Service depend on?",
+            capitalised(&w.visible_entities[0])
+        ));
         for q in &questions {
             calls.push(("/v1/ask".into(), Some(ask(q))));
             calls.push(("/v1/chat/completions".into(), Some(chat(q))));
         }
+        let mut unnamed = 0;
         let (v0, v1) = (&w.visible_entities[0], &w.visible_entities[1]);
         for path in [
             format!("/v1/graph/entity/{v0}"),
@@ -596,7 +614,14 @@ async fn what_a_reader_is_told_depends_only_on_what_they_may_read() {
                 ma, mb,
                 "seed {seed}: {path} {body:?} differs when text the reader may not read exists"
             );
+            if path == "/v1/ask" && ma.2.to_string().contains("the evidence does not name") {
+                unnamed += 1;
+            }
         }
+        assert!(
+            unnamed > 0,
+            "seed {seed}: no question exercised the name rule"
+        );
         full.stop().await;
         part.stop().await;
     }
