@@ -25,6 +25,7 @@ pub mod answer;
 pub mod budget;
 pub mod conditions;
 pub mod extract;
+mod han_overlap;
 pub mod inject;
 pub mod judge;
 pub mod masking;
@@ -1171,10 +1172,15 @@ impl<'a> Agent<'a> {
                 .iter()
                 .take(MEANING_CHUNKS)
                 .flat_map(|e| {
+                    // A passage in another language: a Latin fragment of a Chinese
+                    // passage ("（学名：Coronosauria）") is not one, and e5 rates such
+                    // fragments close to any question.
+                    let other = !covered && text::other_language(&e.text, &asked);
+                    let asked = &asked;
                     text::sentences(&e.text)
                         .into_iter()
-                        .filter(|s| {
-                            (covered || text::other_language(s, &asked))
+                        .filter(move |s| {
+                            (covered || (other && text::other_language(s, asked)))
                                 && !text::looks_like_instruction(s)
                                 && s.chars().count() >= 8
                                 && s.chars().count() <= 400

@@ -1,0 +1,209 @@
+//! When Chinese evidence answers a Chinese question (issue 18, items 3 and 6), on real
+//! e5 stores:
+//! - a sentence that shares the question's characters one by one, but not its pairs
+//!   (an unknown name split into single characters, 班 · 杰), is no answer, and the
+//!   trace says why; the sentence that says it is;
+//! - a Latin fragment inside a Chinese passage ("（学名：Coronosauria）") is not a
+//!   passage in another language, so meaning cannot cover the question through it,
+//!   while a real English passage still can;
+//! - a theme question without `--mode global` is routed to the community reports and
+//!   answered from them (the Chinese rule above leaves reports alone).
+
+mod common;
+
+use chrono::NaiveDate;
+use dossier_agent::tools::PassageRanks;
+use dossier_agent::{
+    Agent, AnswerStatus, AskRequest, AskResponse, EngineTools, RouteClass, ToolCall, ToolOutput,
+    ToolRunner,
+};
+use dossier_engine::{Engine, NamedDocument, Scope};
+
+fn page(dir: &std::path::Path, id: &str, title: &str, text: &str) {
+    std::fs::write(
+        dir.join(format!("{id}.md")),
+        format!(
+            "---\nid: {id}\nversion: \"1\"\ntitle: {title}\ntenant: t\n---\n# {title}\n\n{text}\n"
+        ),
+    )
+    .unwrap();
+}
+
+fn store(dir: &std::path::Path, pages: &[(&str, &str, &str)]) -> Engine {
+    let docs = dir.join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    for (id, title, text) in pages {
+        page(&docs, id, title, text);
+    }
+    std::fs::write(
+        docs.join("principals.yaml"),
+        "principals:\n- {id: reader, tenant: t, groups: []}\n",
+    )
+    .unwrap();
+    let engine = Engine::open(
+        dossier_engine::dossier_store::testing::location(&dir.join("store")),
+        "e5",
+    )
+    .expect("e5 model (run scripts/setup-models)");
+    let r = engine.ingest(&[docs], &mut ()).unwrap();
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    engine
+}
+
+fn ask(engine: &Engine, tools: &dyn ToolRunner, question: &str) -> AskResponse {
+    let agent = Agent {
+        engine,
+        tools,
+        model: None,
+    };
+    let now: NaiveDate = "2026-12-01".parse().unwrap();
+    agent
+        .ask(&AskRequest::new("reader", question, now))
+        .expect("ask")
+}
+
+/// Pages on other subjects, so that the question's words are specific.
+const OTHERS: &[(&str, &str, &str)] = &[
+    (
+        "ferry",
+        "渡轮",
+        "渡轮每小时从旧码头开往各个岛屿，冬季每天两班。",
+    ),
+    ("market", "鱼市", "海边的鱼市早上五点开门，中午关门。"),
+    (
+        "school",
+        "学校",
+        "河口旁的学校有四百名学生，还有一个划船俱乐部。",
+    ),
+    (
+        "museum",
+        "博物馆",
+        "博物馆展出海岸地图、船模和镇上第一台印刷机。",
+    ),
+    (
+        "births",
+        "人口",
+        "镇上的孩子大多在渔村出生，也有人在县城医院出生。",
+    ),
+    ("families", "家族", "这个家族的人都在河口出生。"),
+    ("registry", "户籍", "户籍登记写明每个人在哪里出生。"),
+];
+
+#[test]
+fn characters_shared_one_by_one_are_no_answer_and_the_pair_that_says_it_is() {
+    // Every word of the question is in one sentence (班, 杰, 出生), its pairs are not.
+    let scattered = (
+        "players",
+        "选手",
+        "班和杰都在这个村庄出生，后来都加入了县里的足球队。",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut pages = OTHERS.to_vec();
+    pages.push(scattered);
+    let engine = store(dir.path(), &pages);
+    let r = ask(&engine, &EngineTools::new(&engine), "班杰在哪里出生？");
+    let sq = &r.trace.sub_questions[0];
+    assert_eq!(r.status, AnswerStatus::InsufficientEvidence, "{}", r.answer);
+    assert!(!sq.covered && r.citations.is_empty());
+    assert!(!sq.evidence.is_empty(), "the scattered page was found");
+    let doubt = sq.doubt.as_deref().expect("the trace says why");
+    assert!(doubt.contains("character pairs"), "{doubt}");
+
+    let dir = tempfile::tempdir().unwrap();
+    pages.push((
+        "banjie",
+        "班杰",
+        "班杰，1950年出生在海港城市泉州，少年时随家人迁居厦门。",
+    ));
+    let engine = store(dir.path(), &pages);
+    let r = ask(&engine, &EngineTools::new(&engine), "班杰在哪里出生？");
+    assert_eq!(r.status, AnswerStatus::Answered, "{}", r.answer);
+    assert!(r.answer.contains("泉州"), "{}", r.answer);
+    assert!(r.trace.sub_questions[0].doubt.is_none());
+}
+
+/// The real tools, except that every passage is as close in meaning as can be: what
+/// the meaning check offers as candidates is then all that decides.
+struct AllClose<'a>(EngineTools<'a>);
+
+impl ToolRunner for AllClose<'_> {
+    fn run(&self, scope: &Scope, call: &ToolCall, step: usize) -> ToolOutput {
+        self.0.run(scope, call, step)
+    }
+    fn similarity(&self, _scope: &Scope, _text: &str, passages: &[&str]) -> Option<Vec<f32>> {
+        Some(vec![0.99; passages.len()])
+    }
+    fn term_weights(&self, scope: &Scope, text: &str) -> Option<Vec<(String, f32)>> {
+        self.0.term_weights(scope, text)
+    }
+    fn documents_named_by(&self, scope: &Scope, chunks: &[&str]) -> Vec<NamedDocument> {
+        self.0.documents_named_by(scope, chunks)
+    }
+    fn passage_ranks(
+        &self,
+        scope: &Scope,
+        query: &str,
+        documents: &[String],
+        chunks: &[&str],
+    ) -> Option<PassageRanks> {
+        self.0.passage_ranks(scope, query, documents, chunks)
+    }
+}
+
+#[test]
+fn a_latin_fragment_of_a_chinese_passage_is_no_evidence_in_another_language() {
+    let question = "结头龙属生存于什么时期？";
+    let fragment = (
+        "horned",
+        "冠饰角龙类",
+        "冠饰角龙类是角龙下目的一个演化支。Coronosauria was named in 1986 by Sereno。冠饰角龙类的头盾非常大。",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    // Few pages, so that the search returns the English one below too.
+    let mut pages = OTHERS[..4].to_vec();
+    pages.push(fragment);
+    let engine = store(dir.path(), &pages);
+    let r = ask(&engine, &AllClose(EngineTools::new(&engine)), question);
+    let sq = &r.trace.sub_questions[0];
+    assert!(!sq.evidence.is_empty(), "the page was found");
+    assert_eq!(r.status, AnswerStatus::InsufficientEvidence, "{}", r.answer);
+    assert_ne!(sq.judged_by.as_deref(), Some("meaning"));
+
+    // A passage written in English is one: the meaning check may cover the question.
+    let dir = tempfile::tempdir().unwrap();
+    pages.push((
+        "knot",
+        "Knot-headed lizard",
+        "The knot-headed lizard genus lived in the Late Cretaceous, about seventy million years ago, in what is now Asia.",
+    ));
+    let engine = store(dir.path(), &pages);
+    let r = ask(&engine, &AllClose(EngineTools::new(&engine)), question);
+    let sq = &r.trace.sub_questions[0];
+    // Only the English page's sentences are candidates, so it is what covered it.
+    assert!(sq.covered, "{sq:?}");
+    assert_eq!(sq.judged_by.as_deref(), Some("meaning"));
+}
+
+#[test]
+fn a_theme_question_is_answered_from_the_reports_without_mode_global() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = common::open_scenarios(dir.path());
+    let clock = common::Clock {
+        now: "2026-11-30".parse().unwrap(),
+        as_of: None,
+        mode: None,
+    };
+    // A theme question, with no mode given: the router sends it to the reports, and
+    // they answer it.
+    let r = common::ask(
+        &engine,
+        None,
+        "oncall",
+        "支付相关的主要稳定性风险有哪些？",
+        clock,
+        None,
+    );
+    assert_eq!(r.trace.route.class, RouteClass::Global);
+    assert_ne!(r.status, AnswerStatus::InsufficientEvidence, "{}", r.answer);
+    assert!(!r.citations.is_empty(), "{}", r.answer);
+}
