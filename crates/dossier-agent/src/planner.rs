@@ -668,15 +668,15 @@ pub(crate) fn judge(state: &mut State) {
         let have: HashSet<String> = content_terms(&all).into_iter().collect();
         // Terms weigh by how specific they are in the caller's text (idf): a passage
         // that shares the question's common words but not its names is no answer.
-        let weight = |t: &String| state.term_weights.get(t).copied().unwrap_or(1.0);
-        let total: f32 = terms.iter().map(weight).sum();
+        let weight = |t: &str| state.term_weights.get(t).copied().unwrap_or(1.0);
+        let total: f32 = terms.iter().map(|t| weight(t)).sum();
         let coverage = if terms.is_empty() || total <= 0.0 {
             1.0
         } else {
             terms
                 .iter()
                 .filter(|t| have.contains(*t))
-                .map(weight)
+                .map(|t| weight(t))
                 .sum::<f32>()
                 / total
         };
@@ -697,14 +697,10 @@ pub(crate) fn judge(state: &mut State) {
             .unwrap_or(0);
         // A Chinese question resting on passages alone is answered only by a sentence
         // that itself says most of it (character pairs, by weight; see han_overlap).
-        let on_passages = state.records_of(i).is_empty()
-            && state.question_records().is_empty()
-            && state.sub_questions[i].edges.is_empty()
-            && state.mode != Some(dossier_engine::Mode::Global);
+        let on_passages = state.rests_on_passages(i) && state.sub_questions[i].edges.is_empty();
         let mut han_short = None;
         if has_evidence && on_passages && crate::text::han(&asked) {
-            let pairs =
-                crate::han_overlap::HanPairs::of(&asked, &terms, |t| weight(&t.to_string()));
+            let pairs = crate::han_overlap::HanPairs::of(&asked, &terms, weight);
             if !pairs.is_empty() {
                 let pairs = &pairs;
                 let best = state

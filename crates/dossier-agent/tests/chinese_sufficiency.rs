@@ -12,22 +12,11 @@
 mod common;
 
 use chrono::NaiveDate;
-use dossier_agent::tools::PassageRanks;
+use common::{page, ReshapedTools};
 use dossier_agent::{
-    Agent, AnswerStatus, AskRequest, AskResponse, EngineTools, RouteClass, ToolCall, ToolOutput,
-    ToolRunner,
+    Agent, AnswerStatus, AskRequest, AskResponse, EngineTools, RouteClass, ToolRunner,
 };
-use dossier_engine::{Engine, NamedDocument, Scope};
-
-fn page(dir: &std::path::Path, id: &str, title: &str, text: &str) {
-    std::fs::write(
-        dir.join(format!("{id}.md")),
-        format!(
-            "---\nid: {id}\nversion: \"1\"\ntitle: {title}\ntenant: t\n---\n# {title}\n\n{text}\n"
-        ),
-    )
-    .unwrap();
-}
+use dossier_engine::Engine;
 
 fn store(dir: &std::path::Path, pages: &[(&str, &str, &str)]) -> Engine {
     let docs = dir.join("docs");
@@ -122,34 +111,6 @@ fn characters_shared_one_by_one_are_no_answer_and_the_pair_that_says_it_is() {
     assert!(r.trace.sub_questions[0].doubt.is_none());
 }
 
-/// The real tools, except that every passage is as close in meaning as can be: what
-/// the meaning check offers as candidates is then all that decides.
-struct AllClose<'a>(EngineTools<'a>);
-
-impl ToolRunner for AllClose<'_> {
-    fn run(&self, scope: &Scope, call: &ToolCall, step: usize) -> ToolOutput {
-        self.0.run(scope, call, step)
-    }
-    fn similarity(&self, _scope: &Scope, _text: &str, passages: &[&str]) -> Option<Vec<f32>> {
-        Some(vec![0.99; passages.len()])
-    }
-    fn term_weights(&self, scope: &Scope, text: &str) -> Option<Vec<(String, f32)>> {
-        self.0.term_weights(scope, text)
-    }
-    fn documents_named_by(&self, scope: &Scope, chunks: &[&str]) -> Vec<NamedDocument> {
-        self.0.documents_named_by(scope, chunks)
-    }
-    fn passage_ranks(
-        &self,
-        scope: &Scope,
-        query: &str,
-        documents: &[String],
-        chunks: &[&str],
-    ) -> Option<PassageRanks> {
-        self.0.passage_ranks(scope, query, documents, chunks)
-    }
-}
-
 #[test]
 fn a_latin_fragment_of_a_chinese_passage_is_no_evidence_in_another_language() {
     let question = "结头龙属生存于什么时期？";
@@ -163,7 +124,7 @@ fn a_latin_fragment_of_a_chinese_passage_is_no_evidence_in_another_language() {
     let mut pages = OTHERS[..4].to_vec();
     pages.push(fragment);
     let engine = store(dir.path(), &pages);
-    let r = ask(&engine, &AllClose(EngineTools::new(&engine)), question);
+    let r = ask(&engine, &ReshapedTools::all_close(&engine), question);
     let sq = &r.trace.sub_questions[0];
     assert!(!sq.evidence.is_empty(), "the page was found");
     assert_eq!(r.status, AnswerStatus::InsufficientEvidence, "{}", r.answer);
@@ -177,7 +138,7 @@ fn a_latin_fragment_of_a_chinese_passage_is_no_evidence_in_another_language() {
         "The knot-headed lizard genus lived in the Late Cretaceous, about seventy million years ago, in what is now Asia.",
     ));
     let engine = store(dir.path(), &pages);
-    let r = ask(&engine, &AllClose(EngineTools::new(&engine)), question);
+    let r = ask(&engine, &ReshapedTools::all_close(&engine), question);
     let sq = &r.trace.sub_questions[0];
     // Only the English page's sentences are candidates, so it is what covered it.
     assert!(sq.covered, "{sq:?}");

@@ -9,12 +9,12 @@
 //! decide alone, as before. With a model, a question the meaning check uncovered (after
 //! the search loop) still gets its search in the other language (issue 14, item 6).
 
+mod common;
+
 use chrono::NaiveDate;
-use dossier_agent::tools::PassageRanks;
-use dossier_agent::{
-    Agent, AnswerStatus, AskRequest, AskResponse, EngineTools, ToolCall, ToolOutput, ToolRunner,
-};
-use dossier_engine::{Engine, NamedDocument, Scope};
+use common::{page, ReshapedTools};
+use dossier_agent::{Agent, AnswerStatus, AskRequest, AskResponse, EngineTools, ToolRunner};
+use dossier_engine::Engine;
 
 /// Written without the bridge's name in capitals, so that the name rule (the evidence
 /// must name "Norport Harbour Bridge") does not decide first; that rule is tested on
@@ -22,16 +22,6 @@ use dossier_engine::{Engine, NamedDocument, Scope};
 const QUESTION: &str = "Who designed the harbour bridge of Norport?";
 const NAMED: &str = "Who designed the Norport Harbour Bridge?";
 const ANSWER: &str = "The Norport Harbour Bridge was designed by the engineer Lena Marsh.";
-
-fn page(dir: &std::path::Path, id: &str, title: &str, text: &str) {
-    std::fs::write(
-        dir.join(format!("{id}.md")),
-        format!(
-            "---\nid: {id}\nversion: \"1\"\ntitle: {title}\ntenant: t\n---\n# {title}\n\n{text}\n"
-        ),
-    )
-    .unwrap();
-}
 
 /// A small coast's pages: another harbour bridge (its designer named), the towns of
 /// the estuary (Norport's harbour, not its bridge), with `with_answer` the Norport
@@ -99,33 +89,6 @@ fn ask_this(engine: &Engine, tools: &dyn ToolRunner, question: &str) -> AskRespo
         .expect("ask")
 }
 
-/// The real tools, except that the embedder's cosine scale is unknown.
-struct NoFloor<'a>(EngineTools<'a>);
-
-impl ToolRunner for NoFloor<'_> {
-    fn run(&self, scope: &Scope, call: &ToolCall, step: usize) -> ToolOutput {
-        self.0.run(scope, call, step)
-    }
-    fn similarity(&self, scope: &Scope, text: &str, passages: &[&str]) -> Option<Vec<f32>> {
-        self.0.similarity(scope, text, passages)
-    }
-    fn term_weights(&self, scope: &Scope, text: &str) -> Option<Vec<(String, f32)>> {
-        self.0.term_weights(scope, text)
-    }
-    fn documents_named_by(&self, scope: &Scope, chunks: &[&str]) -> Vec<NamedDocument> {
-        self.0.documents_named_by(scope, chunks)
-    }
-    fn passage_ranks(
-        &self,
-        scope: &Scope,
-        query: &str,
-        documents: &[String],
-        chunks: &[&str],
-    ) -> Option<PassageRanks> {
-        self.0.passage_ranks(scope, query, documents, chunks)
-    }
-}
-
 #[test]
 fn words_without_meaning_are_no_answer_and_the_trace_says_why() {
     let dir = tempfile::tempdir().unwrap();
@@ -150,7 +113,7 @@ fn words_without_meaning_are_no_answer_and_the_trace_says_why() {
         .any(|c| c.starts_with("towns@")));
 
     // Without a floor the words decide: the same evidence passes for an answer.
-    let r = ask(&engine, &NoFloor(EngineTools::new(&engine)));
+    let r = ask(&engine, &ReshapedTools::without_floor(&engine));
     assert_ne!(r.status, AnswerStatus::InsufficientEvidence, "{}", r.answer);
     assert!(r.trace.sub_questions[0].doubt.is_none());
 }
@@ -242,7 +205,7 @@ fn a_named_thing_the_evidence_does_not_name_is_no_answer_and_the_trace_says_whic
     let engine = corpus(dir.path(), false);
     // Without a floor, so that only the words and the name decide: every word of the
     // name is in the evidence ("Norport", "Kelso Harbour Bridge"), the name is not.
-    let r = ask_this(&engine, &NoFloor(EngineTools::new(&engine)), NAMED);
+    let r = ask_this(&engine, &ReshapedTools::without_floor(&engine), NAMED);
     let sq = &r.trace.sub_questions[0];
     assert_eq!(r.status, AnswerStatus::InsufficientEvidence, "{}", r.answer);
     assert!(!sq.covered && r.citations.is_empty());
@@ -252,7 +215,7 @@ fn a_named_thing_the_evidence_does_not_name_is_no_answer_and_the_trace_says_whic
         "{doubt}"
     );
     // The same question as a lower-case phrase is judged by its words: they pass.
-    let r = ask(&engine, &NoFloor(EngineTools::new(&engine)));
+    let r = ask(&engine, &ReshapedTools::without_floor(&engine));
     assert_ne!(r.status, AnswerStatus::InsufficientEvidence, "{}", r.answer);
 
     // With the bridge's own page, the name is there and the question is answered.

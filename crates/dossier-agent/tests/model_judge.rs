@@ -11,21 +11,14 @@
 //! as the model translates it, and the trace says why; what that search finds is
 //! ranked against the translation, not the question it cannot share words with.
 
+mod common;
+
+use common::page;
 use dossier_agent::{Agent, AnswerStatus, AskRequest, AskResponse, Budget, EngineTools};
 use dossier_engine::Engine;
 use dossier_llm::{ChatResponse, LlmError, ScriptedChat};
 
 const QUESTION: &str = "Who designed the Norport Harbour Bridge?";
-
-fn page(dir: &std::path::Path, id: &str, title: &str, text: &str) {
-    std::fs::write(
-        dir.join(format!("{id}.md")),
-        format!(
-            "---\nid: {id}\nversion: \"1\"\ntitle: {title}\ntenant: t\n---\n# {title}\n\n{text}\n"
-        ),
-    )
-    .unwrap();
-}
 
 /// The bridge's page says when it opened and where it stands, never who designed it
 /// (the words of the question, not its answer); other pages make the words specific.

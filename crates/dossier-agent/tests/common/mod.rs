@@ -442,3 +442,83 @@ pub fn run_case(
         says_total,
     }
 }
+
+/// Writes a Markdown page of tenant `t` (version 1) into `dir`.
+pub fn page(dir: &std::path::Path, id: &str, title: &str, text: &str) {
+    std::fs::write(
+        dir.join(format!("{id}.md")),
+        format!(
+            "---\nid: {id}\nversion: \"1\"\ntitle: {title}\ntenant: t\n---\n# {title}\n\n{text}\n"
+        ),
+    )
+    .unwrap();
+}
+
+/// The real tools, except that the embedder's cosine scale is unknown (no answer
+/// floor) and, with `similarity`, every passage is that close in meaning to anything:
+/// what the meaning check offers as candidates is then all that decides.
+pub struct ReshapedTools<'a> {
+    pub inner: EngineTools<'a>,
+    pub similarity: Option<f32>,
+}
+
+impl<'a> ReshapedTools<'a> {
+    pub fn without_floor(engine: &'a Engine) -> Self {
+        ReshapedTools {
+            inner: EngineTools::new(engine),
+            similarity: None,
+        }
+    }
+
+    pub fn all_close(engine: &'a Engine) -> Self {
+        ReshapedTools {
+            inner: EngineTools::new(engine),
+            similarity: Some(0.99),
+        }
+    }
+}
+
+impl ToolRunner for ReshapedTools<'_> {
+    fn run(
+        &self,
+        scope: &dossier_engine::Scope,
+        call: &dossier_agent::ToolCall,
+        step: usize,
+    ) -> dossier_agent::ToolOutput {
+        self.inner.run(scope, call, step)
+    }
+    fn similarity(
+        &self,
+        scope: &dossier_engine::Scope,
+        text: &str,
+        passages: &[&str],
+    ) -> Option<Vec<f32>> {
+        match self.similarity {
+            Some(s) => Some(vec![s; passages.len()]),
+            None => self.inner.similarity(scope, text, passages),
+        }
+    }
+    fn term_weights(
+        &self,
+        scope: &dossier_engine::Scope,
+        text: &str,
+    ) -> Option<Vec<(String, f32)>> {
+        self.inner.term_weights(scope, text)
+    }
+    fn documents_named_by(
+        &self,
+        scope: &dossier_engine::Scope,
+        chunks: &[&str],
+    ) -> Vec<dossier_engine::NamedDocument> {
+        self.inner.documents_named_by(scope, chunks)
+    }
+    fn passage_ranks(
+        &self,
+        scope: &dossier_engine::Scope,
+        query: &str,
+        documents: &[String],
+        chunks: &[&str],
+    ) -> Option<dossier_agent::tools::PassageRanks> {
+        self.inner.passage_ranks(scope, query, documents, chunks)
+    }
+}
