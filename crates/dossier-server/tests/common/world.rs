@@ -166,18 +166,26 @@ impl World {
     /// An identifier of the same shape and length as `like` that names nothing in
     /// this world: the part after the last `-` is redrawn (its lowercase letters, or
     /// its digits when it has none), so prefixes such as `svc-` or `O-` and separators
-    /// such as `@1#0` stay.
+    /// such as `@1#0` stay. A hexadecimal counter (a request id's `000000dc`) is
+    /// redrawn whole, every digit: redrawing only its letters could land on an earlier
+    /// request of the same server (`000000da`), which exists.
     pub fn missing_like(&mut self, like: &str) -> String {
         let mut rng = StdRng::seed_from_u64(self.rng_state);
         self.rng_state = rng.gen();
         let cut = like.rfind('-').map_or(0, |i| i + 1);
         let (head, tail) = like.split_at(cut);
+        let hex = tail.len() >= 8
+            && tail
+                .chars()
+                .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c));
         let letters = tail.chars().any(|c| c.is_ascii_lowercase());
         loop {
             let redrawn: String = tail
                 .chars()
                 .map(|c| {
-                    if letters && c.is_ascii_lowercase() {
+                    if hex {
+                        char::from_digit(rng.gen_range(0..16), 16).unwrap()
+                    } else if letters && c.is_ascii_lowercase() {
                         (b'a' + rng.gen_range(0..26)) as char
                     } else if !letters && c.is_ascii_digit() {
                         (b'0' + rng.gen_range(0..10)) as char
