@@ -312,6 +312,9 @@ pub struct State {
     pub scope: Scope,
     pub now: NaiveDate,
     pub mode: Option<Mode>,
+    /// Whether the caller asked for community reports (`mode global`), rather than the
+    /// router choosing them for a theme word.
+    pub global_requested: bool,
     pub tables: Vec<TableInfo>,
     pub sub_questions: Vec<SubQuestion>,
     /// Per sub-question: names of the graph entities it mentions (caller's view).
@@ -537,11 +540,6 @@ impl<'a> Agent<'a> {
                     .admits_the_same(&scope, &scope.judged_at(req.now)),
             ..t
         });
-        // Sufficiency is judged without the time words (they became the date).
-        let judged = time.as_ref().map_or_else(
-            || req.question.clone(),
-            |t| when::without_words(&req.question, t),
-        );
         let mut state = State {
             question: req.question.clone(),
             route: Route {
@@ -552,6 +550,7 @@ impl<'a> Agent<'a> {
             scope,
             now: req.now,
             mode: req.mode,
+            global_requested: req.mode == Some(Mode::Global),
             sub_questions: text::sub_questions(&req.question)
                 .into_iter()
                 .map(|t| SubQuestion {
@@ -629,7 +628,10 @@ impl<'a> Agent<'a> {
         state.answer_floor = self.tools.answer_floor(text::han(&state.question));
         state.term_weights = self
             .tools
-            .term_weights(&state.scope, &judged)
+            // Of every word, time words included: they are judged where they name an
+            // event rather than the date versions are read at (planner::judge). A
+            // term's weight is its own (idf), so the others' do not change.
+            .term_weights(&state.scope, &state.question)
             .unwrap_or_default()
             .into_iter()
             .collect();

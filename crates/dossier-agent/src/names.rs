@@ -9,10 +9,24 @@ const NAME_LINKS: &[&str] = &[
     "of", "the", "de", "la", "le", "du", "des", "di", "da", "del", "von", "van", "der", "den", "y",
 ];
 
+/// Words a question opens with that are capitalised only as its first word: question
+/// words, auxiliaries, determiners, prepositions, imperatives.
+const OPENERS: &str = concat!(
+    "what which who whom whose when where why how is are was were do does did can could ",
+    "will would should has have had may might the a an this that these those in on at of ",
+    "for from by with as to after before during since according besides name list give ",
+    "identify find tell describe explain compare both either neither if and or but ",
+    "between among about against under over within without into through across behind ",
+    "beyond near while although though because unless until whether not so then also only ",
+    "even all each every some any many most other such out upon",
+);
+
 /// The names a question written in Latin script gives: runs of two or more words that
 /// start with a capital ("Dodge City Regional Airport", "Black Hawk Township"), linked by
-/// small words, the question's first word left out (it is capitalised as a sentence
-/// start). A passage that answers a question about a named thing names it; passages that
+/// small words. The question's first word counts only when it is no opener (a question
+/// word, auxiliary, determiner, preposition or imperative, capitalised only as the first
+/// word): "Which Dodge City …" gives "Dodge City", "Toad Hall is a hall …" gives "Toad
+/// Hall". A passage that answers a question about a named thing names it; passages that
 /// share its words one by one ("Dodge City", "a regional airport") are about something
 /// else. Names are returned normalised (see [`normalise`]).
 pub fn given(question: &str) -> Vec<String> {
@@ -24,16 +38,7 @@ pub fn given(question: &str) -> Vec<String> {
     }
     // A bracketed part disambiguates ("Power Of Women (Film)", "(1899–1977)"); passages
     // do not repeat it.
-    let mut plain = String::with_capacity(question.len());
-    let mut depth = 0usize;
-    for c in question.chars() {
-        match c {
-            '(' | '（' => depth += 1,
-            ')' | '）' => depth = depth.saturating_sub(1),
-            _ if depth == 0 => plain.push(c),
-            _ => {}
-        }
-    }
+    let plain = crate::text::unbracketed(question);
     let words: Vec<&str> = plain.split_whitespace().collect();
     let capital = |w: &str| {
         let w = w.trim_start_matches(|c: char| !c.is_alphanumeric());
@@ -43,7 +48,13 @@ pub fn given(question: &str) -> Vec<String> {
             && w.chars().any(|c| c.is_alphabetic())
     };
     let mut out = Vec::new();
-    let mut i = 1;
+    let opener = words.first().is_none_or(|w| {
+        let w = w
+            .trim_matches(|c: char| !c.is_alphanumeric())
+            .to_lowercase();
+        OPENERS.split(' ').any(|o| o == w)
+    });
+    let mut i = usize::from(opener);
     while i < words.len() {
         if !capital(words[i]) {
             i += 1;
@@ -174,9 +185,19 @@ mod tests {
             given("Who played Captain Miller in Saving Private Ryan, and where?"),
             vec![" captain miller ", " saving private ryan "]
         );
-        // One capitalised word is no name here; the first word is the sentence's.
+        // One capitalised word is no name here; the first word is the sentence's, and
+        // starts a name only when it is no question word or the like.
         assert!(given("Where was Gershwin born?").is_empty());
-        assert!(given("Scott Derrickson was born where?").is_empty());
+        assert!(given("Who Was born where?").is_empty());
+        assert!(given("Name Two rivers of Spain").is_empty());
+        assert_eq!(
+            given("Scott Derrickson was born where?"),
+            vec![" scott derrickson "]
+        );
+        assert_eq!(
+            given("Toad Hall is a residential hall in what city?"),
+            vec![" toad hall "]
+        );
         assert!(given("2022年中国电影的总票房收入").is_empty());
         assert!(given("iPhone SE 3的起售价是多少？").is_empty());
         assert_eq!(normalise("The Hornets’ Nest's"), " the hornets nest ");

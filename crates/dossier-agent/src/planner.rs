@@ -642,9 +642,18 @@ pub(crate) fn judge(state: &mut State) {
         let all = texts.join("\n");
         let lower = all.to_lowercase();
         // The question's time words became the date versions were judged at: no
-        // passage needs to repeat them.
+        // passage needs to repeat them. Words that name the day of an event passages
+        // alone answer about ("the October 27, 1999 episode") single it out, and the
+        // evidence must say them like any other.
+        let event_date = state
+            .time
+            .as_ref()
+            .is_some_and(crate::when::QuestionTime::names_an_event_day)
+            && state.rests_on_passages(i);
         let asked = match &state.time {
-            Some(t) if sq.text.contains(&t.words) => crate::when::without_words(&sq.text, t),
+            Some(t) if sq.text.contains(&t.words) && !event_date => {
+                crate::when::without_words(&sq.text, t)
+            }
             _ => sq.text.clone(),
         };
         let ids_ok = identifiers(&asked)
@@ -717,14 +726,83 @@ pub(crate) fn judge(state: &mut State) {
                 }
             }
         }
+        // Numbers the question states ("born in 1952", "the October 27, 1999 episode",
+        // "18号线") single out what it asks about: passages (and relations read from
+        // them) answer it only when each is written by one of them (a passage's title
+        // counts; a multi-hop question's numbers may stand in different hops), and an
+        // event's date by one passage whole.
+        let stated = if has_evidence && state.rests_on_passages(i) {
+            crate::text::stated_numbers(&asked)
+        } else {
+            vec![]
+        };
+        let mut unwritten = stated;
+        if !unwritten.is_empty() {
+            let written: Vec<Vec<crate::text::Written>> =
+                state
+                    .evidence_of(i)
+                    .iter()
+                    .map(|e| crate::text::numbers(&format!("{}\n{}", e.title, e.text)))
+                    .chain(state.sub_questions[i].edges.iter().map(|e| {
+                        crate::text::numbers(&format!("{} {} {}", e.from, e.relation, e.to))
+                    }))
+                    .collect();
+            // A date that names an event is one value: one passage writes it whole.
+            let date: Vec<crate::text::Stated> = match &state.time {
+                Some(t) if event_date => crate::text::stated_numbers(&t.words),
+                _ => vec![],
+            };
+            let date_written = written
+                .iter()
+                .any(|w| date.iter().all(|n| w.iter().any(|w| n.written_as(w))));
+            unwritten.retain(|n| {
+                if date.contains(n) {
+                    !date_written
+                } else {
+                    !written.iter().flatten().any(|w| n.written_as(w))
+                }
+            });
+        }
+        let numbers_ok = unwritten.is_empty();
+        // Community reports answer a theme question the caller sent to them; one the
+        // router sent there for a theme word ("陈荣捷的主要著作") only when they speak
+        // of it: a report sentence holds one of its character pairs, or the reports hold
+        // enough of its words. (Reports summarise, so a Chinese sentence cannot be asked
+        // to hold most pairs: the scenario's "支付相关的主要稳定性风险" is answered by
+        // reports whose best sentence holds 0.04 of them, only 支付.)
+        let reports_say_it = || {
+            let cited = || {
+                state.reports.iter().flat_map(|r| {
+                    r.summary
+                        .iter()
+                        .map(move |c| format!("{}\n{}", r.title, c.text))
+                })
+            };
+            if crate::text::han(&asked) {
+                let pairs = crate::han_overlap::HanPairs::of(&asked, &terms, weight);
+                pairs.is_empty() || cited().any(|s| pairs.share(&s) > 0.0)
+            } else {
+                let said: HashSet<String> = cited().flat_map(|s| content_terms(&s)).collect();
+                total <= 0.0
+                    || terms
+                        .iter()
+                        .filter(|t| said.contains(*t))
+                        .map(|t| weight(t))
+                        .sum::<f32>()
+                        / total
+                        >= MIN_COVERAGE
+            }
+        };
         let from_reports = state.mode == Some(dossier_engine::Mode::Global)
             && !state.reports.is_empty()
-            && has_evidence;
+            && has_evidence
+            && (state.global_requested || reports_say_it());
         let covered = from_reports
             || (has_evidence
                 && ids_ok
                 && names_ok
                 && han_short.is_none()
+                && numbers_ok
                 && coverage
                     >= if state.answer_floor.is_some() {
                         MIN_COVERAGE_WITH_MEANING
@@ -746,11 +824,12 @@ pub(crate) fn judge(state: &mut State) {
             ));
         } else if let (true, false, Some(best)) = (has_evidence, covered, han_short) {
             sq.doubt = Some(format!("{UNSAID} (best {best:.2} < {:.2})", MIN_HAN_SHARE));
-        } else if sq
-            .doubt
-            .as_deref()
-            .is_some_and(|d| d.starts_with(UNNAMED) || d.starts_with(UNSAID))
-        {
+        } else if !numbers_ok {
+            let shown: Vec<String> = unwritten.iter().map(|n| n.to_string()).collect();
+            sq.doubt = Some(format!("{UNWRITTEN} {}", shown.join(", ")));
+        } else if sq.doubt.as_deref().is_some_and(|d| {
+            d.starts_with(UNNAMED) || d.starts_with(UNSAID) || d.starts_with(UNWRITTEN)
+        }) {
             sq.doubt = None;
         }
         if i > 0 && refers_back(&state.sub_questions[i].text) {
@@ -764,6 +843,8 @@ pub(crate) fn judge(state: &mut State) {
 
 /// How the trace says that the evidence does not name what the question names.
 const UNNAMED: &str = "the evidence does not name";
+/// How the trace says that no evidence writes a number the question states.
+const UNWRITTEN: &str = "the evidence does not write the number the question states:";
 /// How the trace says that no sentence says most of a Chinese question.
 const UNSAID: &str = "no evidence sentence holds most of the question's character pairs";
 

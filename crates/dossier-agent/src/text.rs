@@ -250,9 +250,12 @@ pub fn is_chinese(text: &str) -> bool {
     cjk * 3 >= text.chars().filter(|c| c.is_alphanumeric()).count().max(1)
 }
 
-/// What a question asks for, when its words say so: a time or a quantity.
+/// What a question asks for, when its words say so: a day, a time or a quantity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AnswerKind {
+    /// A date, which is a day: "which date", 哪一天. A year or a month alone does not
+    /// answer it.
+    Day,
     Time,
     Quantity,
 }
@@ -260,6 +263,13 @@ pub enum AnswerKind {
 static TIME_ASKED: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)时间|何时|什么时候|哪天|哪一天|几月|几号|哪年|哪一年|日期|几点|\bwhen\b|what (?:year|date|day|month|time)|which (?:year|date|day|month)")
         .expect("time asked")
+});
+static DAY_ASKED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)哪一天|哪天|几号|几月几日|\b(?:what|which|exact) date\b").expect("day asked")
+});
+static DAY_STATED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d{1,2}\b|\b\d{1,2}(?:st|nd|rd|th)? (?:of )?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)|\d{1,2}\s*[日号]|[一二三四五六七八九十]+[日号]|\b\d{4}-\d{1,2}-\d{1,2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b|昨天|今天|明天")
+        .expect("day stated")
 });
 static QUANTITY_ASKED: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)多少|几个|几名|几人|几次|几家|人数|数量|金额|价格|票房|比例|\bhow (?:many|much)\b|\bnumber of\b|\bpercentage\b")
@@ -276,7 +286,9 @@ static QUANTITY_STATED: LazyLock<Regex> = LazyLock::new(|| {
 
 /// The kind of answer `question` asks for, if its words say.
 pub fn answer_kind(question: &str) -> Option<AnswerKind> {
-    if TIME_ASKED.is_match(question) {
+    if DAY_ASKED.is_match(question) {
+        Some(AnswerKind::Day)
+    } else if TIME_ASKED.is_match(question) {
         Some(AnswerKind::Time)
     } else if QUANTITY_ASKED.is_match(question) {
         Some(AnswerKind::Quantity)
@@ -289,12 +301,302 @@ impl AnswerKind {
     /// Whether `sentence` states an answer of this kind that `question` does not.
     pub fn found_in(self, sentence: &str, question: &str) -> bool {
         let re: &Regex = match self {
+            AnswerKind::Day => &DAY_STATED,
             AnswerKind::Time => &TIME_STATED,
             AnswerKind::Quantity => &QUANTITY_STATED,
         };
         re.find_iter(sentence)
             .any(|m| !question.contains(m.as_str().trim()))
     }
+}
+
+/// A number a text writes in digits (full-width digits count as digits; leading zeros
+/// are kept: "007" is not "7"), with the classifier written right after it if that is
+/// one that designates a member of a series (号, 届, 线 …): "18号线" is line
+/// 18, which "7月18日" does not name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    pub digits: String,
+    pub classifier: Option<char>,
+}
+
+impl std::fmt::Display for Written {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.digits)?;
+        if let Some(c) = self.classifier {
+            write!(f, "{c}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Chinese classifiers after a number that make it the name of one of a series (a line,
+/// a session, an issue, a model, a chapter, a floor). Dates, times and counts are not
+/// among them: they are written in many forms ("2022年", "2022-07-21").
+const SERIES_CLASSIFIERS: &[char] = &[
+    '号', '届', '期', '代', '季', '集', '路', '线', '章', '节', '版', '型', '级', '楼', '层',
+];
+
+fn series_classifier(after: &str) -> Option<char> {
+    after
+        .chars()
+        .next()
+        .filter(|c| SERIES_CLASSIFIERS.contains(c))
+}
+
+/// The numbers a text writes, each once, in order ("born 21 July 1965" gives 21 and
+/// 1965).
+pub fn numbers(text: &str) -> Vec<Written> {
+    let mut out: Vec<Written> = Vec::new();
+    let runs = digit_runs(text);
+    for (k, run) in runs.iter().enumerate() {
+        let mut written = vec![Written {
+            digits: run.digits.clone(),
+            classifier: series_classifier(&run.after),
+        }];
+        // A range of years written short ("the 2003–04 season") writes its last year.
+        if let Some(prev) = k.checked_sub(1).map(|p| &runs[p]) {
+            if run.digits.len() == 2
+                && prev.digits.len() == 4
+                && prev.end + 1 == run.start
+                && run
+                    .before
+                    .is_some_and(|c| matches!(c, '-' | '–' | '—' | '/'))
+            {
+                written.push(Written {
+                    digits: format!("{}{}", &prev.digits[..2], run.digits),
+                    classifier: None,
+                });
+            }
+        }
+        for w in written {
+            if !out.contains(&w) {
+                out.push(w);
+            }
+        }
+    }
+    for w in han_designations(text) {
+        if !out.contains(&w) {
+            out.push(w);
+        }
+    }
+    out
+}
+
+/// Numbers written in Chinese numerals that designate one of a series by 号 or 届
+/// ("鑫诺二号", "第十一届"), as digits: the classifiers whose Chinese-numeral forms
+/// are no common words (unlike 一线, 一代, 一路).
+fn han_designations(text: &str) -> Vec<Written> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let start = i;
+        while chars
+            .get(i)
+            .is_some_and(|c| han_digit(*c).is_some() || han_unit(*c).is_some())
+        {
+            i += 1;
+        }
+        if i > start {
+            if let (Some(&c @ ('号' | '届')), Some(value)) =
+                (chars.get(i), han_value(&chars[start..i]))
+            {
+                out.push(Written {
+                    digits: value.to_string(),
+                    classifier: Some(c),
+                });
+            }
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+fn han_digit(c: char) -> Option<u32> {
+    "零一二三四五六七八九"
+        .chars()
+        .position(|d| d == c)
+        .map(|p| p as u32)
+        .or((c == '〇').then_some(0))
+        .or((c == '两').then_some(2))
+}
+
+fn han_unit(c: char) -> Option<u32> {
+    match c {
+        '十' => Some(10),
+        '百' => Some(100),
+        '千' => Some(1000),
+        _ => None,
+    }
+}
+
+/// The value of a Chinese numeral below ten thousand ("十一" 11, "二十" 20, "一百零五"
+/// 105); a run of plain digits reads digit by digit ("二〇一九" 2019).
+fn han_value(numeral: &[char]) -> Option<u32> {
+    if numeral.iter().all(|c| han_digit(*c).is_some()) {
+        return numeral
+            .iter()
+            .try_fold(0u32, |v, c| v.checked_mul(10)?.checked_add(han_digit(*c)?));
+    }
+    let (mut total, mut digit) = (0u32, None::<u32>);
+    for &c in numeral {
+        if let Some(d) = han_digit(c) {
+            digit = Some(d);
+        } else {
+            let unit = han_unit(c)?;
+            total = total.checked_add(digit.unwrap_or(1) * unit)?;
+            digit = None;
+        }
+    }
+    total.checked_add(digit.unwrap_or(0))
+}
+
+/// A number a question states as a value it asks about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stated {
+    /// Written as it is ("1952", "27", "18号"); a Chinese classifier must follow it
+    /// there too.
+    Exact(Written),
+    /// A decade ("the 1950s", "the 70's"): any year of it answers. Holds the digits
+    /// before the last ("195", "7").
+    Decade(String),
+}
+
+impl std::fmt::Display for Stated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stated::Exact(n) => n.fmt(f),
+            Stated::Decade(d) => write!(f, "{d}0s"),
+        }
+    }
+}
+
+impl Stated {
+    /// Whether the evidence number `written` writes this one.
+    pub fn written_as(&self, written: &Written) -> bool {
+        let w = written.digits.as_str();
+        match self {
+            Stated::Exact(n) => {
+                n.digits == w && n.classifier.is_none_or(|c| written.classifier == Some(c))
+            }
+            Stated::Decade(d) if d.len() == 3 => w.len() == 4 && w.starts_with(d.as_str()),
+            // "the 70's": a year of the 1970s, or "70s" itself.
+            Stated::Decade(d) => {
+                (w.len() == 4 && w[2..].starts_with(d.as_str()))
+                    || (w.len() == 2 && w.starts_with(d.as_str()))
+            }
+        }
+    }
+}
+
+/// The numbers a question states as values it asks about, each once, in order: as
+/// [`numbers`], less those in brackets (they disambiguate: "Wild Honey (1918 Film)"),
+/// digits inside a word ("Ten9Eight"), and a number that makes one word with the word
+/// after it ("a 4-letter acronym", "a 19-year-old player"), which describes what is
+/// asked about by a property a passage need not write in digits ("DARKON"); a decade
+/// ("1950s", "70's") is one number.
+pub fn stated_numbers(question: &str) -> Vec<Stated> {
+    let question = unbracketed(question);
+    let mut out = Vec::new();
+    for Run {
+        digits: run,
+        after,
+        before,
+        ..
+    } in digit_runs(&question)
+    {
+        let stated = match after.as_str() {
+            // Digits inside a word are part of a name ("Ten9Eight", "A380").
+            _ if before.is_some_and(|c| c.is_ascii_alphabetic()) => continue,
+            a if a.starts_with('-') && a[1..].starts_with(char::is_alphabetic) => continue,
+            a if run.ends_with('0')
+                && (run.len() == 2 || run.len() == 4)
+                && (a.starts_with("s") || a.starts_with("'s") || a.starts_with("’s"))
+                && !a
+                    .trim_start_matches(['\'', '’'])
+                    .chars()
+                    .nth(1)
+                    .is_some_and(char::is_alphanumeric) =>
+            {
+                Stated::Decade(run[..run.len() - 1].to_string())
+            }
+            a => Stated::Exact(Written {
+                digits: run,
+                classifier: series_classifier(a),
+            }),
+        };
+        if !out.contains(&stated) {
+            out.push(stated);
+        }
+    }
+    for w in han_designations(&question) {
+        let stated = Stated::Exact(w);
+        if !out.contains(&stated) {
+            out.push(stated);
+        }
+    }
+    out
+}
+
+/// A run of digits (full-width ones as ASCII) and where it stands.
+struct Run {
+    digits: String,
+    /// The character before it, if any.
+    before: Option<char>,
+    /// The three characters after it.
+    after: String,
+    /// Char offsets of its first digit and of the character after its last.
+    start: usize,
+    end: usize,
+}
+
+fn digit_runs(text: &str) -> Vec<Run> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let start = i;
+        let mut digits = String::new();
+        while let Some(&c) = chars.get(i) {
+            match c {
+                '0'..='9' => digits.push(c),
+                '０'..='９' => digits.push(char::from(b'0' + (c as u32 - '０' as u32) as u8)),
+                _ => break,
+            }
+            i += 1;
+        }
+        if digits.is_empty() {
+            i += 1;
+        } else {
+            out.push(Run {
+                digits,
+                before: start.checked_sub(1).map(|p| chars[p]),
+                after: chars[i..].iter().take(3).collect(),
+                start,
+                end: i,
+            });
+        }
+    }
+    out
+}
+
+/// `text` without its bracketed parts ("Wild Honey (1918 Film)" is "Wild Honey "):
+/// they disambiguate, and passages do not repeat them. Unbalanced brackets are
+/// tolerated (a stray closing one is dropped, an unclosed one runs to the end).
+pub fn unbracketed(text: &str) -> String {
+    let mut plain = String::with_capacity(text.len());
+    let mut depth = 0usize;
+    for c in text.chars() {
+        match c {
+            '(' | '（' => depth += 1,
+            ')' | '）' => depth = depth.saturating_sub(1),
+            _ if depth == 0 => plain.push(c),
+            _ => {}
+        }
+    }
+    plain
 }
 
 /// Whether two texts are written in different languages (Chinese vs. a Latin-script
@@ -315,6 +617,93 @@ pub fn han(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_are_digit_runs_once_each_full_width_included() {
+        let shown = |t: &str| numbers(t).iter().map(|w| w.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            shown("born 21 July 1965, died 21 May 2001"),
+            ["21", "1965", "2001"]
+        );
+        assert_eq!(shown("１９９９年10月"), ["1999", "10"]);
+        assert_eq!(shown("18号线与沃夫424目前"), ["18号", "424"]);
+        assert_eq!(shown("agent 007 and 7"), ["007", "7"]);
+        assert!(numbers("no digits here").is_empty());
+    }
+
+    #[test]
+    fn a_number_compounded_with_the_next_word_is_no_stated_value() {
+        let exact = |n: &str| Stated::Exact(numbers(n).remove(0));
+        assert!(stated_numbers("What is the 4-letter acronym of the game?").is_empty());
+        assert_eq!(
+            stated_numbers("a 19-year-old born in 1952"),
+            [exact("1952")]
+        );
+        // A range or a date is values, not a compound word.
+        assert_eq!(
+            stated_numbers("the 1999-2000 season"),
+            [exact("1999"), exact("2000")]
+        );
+        assert_eq!(numbers("a 4-letter word")[0].digits, "4");
+        // Brackets disambiguate; digits inside a word belong to a name.
+        assert!(stated_numbers("Who directed Wild Honey (1918 Film)?").is_empty());
+        assert!(stated_numbers("Who directed Ten9Eight or A380?").is_empty());
+        // A range of years written short writes its last year.
+        let years = numbers("missed the 2003–04 season");
+        let season = stated_numbers("the entire 2003-2004 season");
+        assert!(season.iter().all(|n| years.iter().any(|w| n.written_as(w))));
+        assert!(!numbers("pages 1999-04").is_empty());
+    }
+
+    #[test]
+    fn a_decade_is_written_by_any_year_of_it() {
+        let decade = |n: &str| Stated::Decade(n.to_string());
+        assert_eq!(stated_numbers("founded in the 1950s"), [decade("195")]);
+        assert_eq!(stated_numbers("popular in the 70's?"), [decade("7")]);
+        // Not a decade: "1950 sales", a year that does not end in 0, "the 1950 season".
+        let exact = |n: &str| Stated::Exact(numbers(n).remove(0));
+        assert_eq!(
+            stated_numbers("1950 sales, the 1955s, 1950 season"),
+            [exact("1950"), exact("1955")]
+        );
+        let n = |t: &str| numbers(t).remove(0);
+        let fifties = decade("195");
+        assert!(fifties.written_as(&n("1958")) && fifties.written_as(&n("1950")));
+        assert!(!fifties.written_as(&n("1960")) && !fifties.written_as(&n("195")));
+        let seventies = decade("7");
+        assert!(seventies.written_as(&n("1975")) && seventies.written_as(&n("70")));
+        assert!(!seventies.written_as(&n("1907")) && !seventies.written_as(&n("7")));
+        let year = exact("1952");
+        assert!(year.written_as(&n("1952")) && !year.written_as(&n("52")));
+        assert!(!exact("007").written_as(&n("7")));
+    }
+
+    #[test]
+    fn a_chinese_number_is_written_only_with_its_classifier() {
+        let line = &stated_numbers("上海轨道交通18号线的编号为多少？")[0];
+        assert!(line.written_as(&numbers("改为上海轨道交通18号线")[0]));
+        assert!(!line.written_as(&numbers("于1998年7月18日发射")[2]));
+        // Chinese numerals designate by 号 and 届 too, and read as their value.
+        let sat = &stated_numbers("鑫诺二号通信卫星是由谁制造的？")[0];
+        assert!(!sat.written_as(&numbers("鑫诺一号卫星是法国宇航公司制造")[0]));
+        assert!(sat.written_as(&numbers("鑫诺2号卫星")[0]));
+        let session = &stated_numbers("第十一届全运会")[0];
+        assert!(session.written_as(&numbers("第11届全运会")[0]));
+        assert_eq!(
+            han_value(&"一百零五".chars().collect::<Vec<_>>()),
+            Some(105)
+        );
+        assert_eq!(
+            han_value(&"二〇一九".chars().collect::<Vec<_>>()),
+            Some(2019)
+        );
+        assert_eq!(han_value(&"二十".chars().collect::<Vec<_>>()), Some(20));
+        // Common words are no designations: 一线, 一代.
+        assert!(stated_numbers("一线城市的一代人").is_empty());
+        // A number the question writes bare is written by any same digits.
+        let year = &stated_numbers("in 2009, who")[0];
+        assert!(year.written_as(&numbers("2009年5月")[0]));
+    }
 
     #[test]
     fn a_page_or_clause_abbreviation_before_a_number_ends_no_sentence() {
@@ -348,6 +737,21 @@ mod tests {
             "How many people died in the stampede in 2022?"
         ));
         assert_eq!(answer_kind("Who founded the band?"), None);
+        // A date is a day: the year alone does not answer it.
+        let q = "The sitcom originally premiered on which date?";
+        let k = answer_kind(q).unwrap();
+        assert_eq!(k, AnswerKind::Day);
+        assert!(!k.found_in("The sitcom premiered in 1960 on ABC.", q));
+        assert!(k.found_in("It premiered on September 30, 1960.", q));
+        assert!(k.found_in("It premiered on 30 September 1960.", q));
+        let q = "发布会是哪一天举行的？";
+        assert_eq!(answer_kind(q), Some(AnswerKind::Day));
+        assert!(!answer_kind(q)
+            .unwrap()
+            .found_in("发布会于2021年5月举行。", q));
+        assert!(answer_kind(q)
+            .unwrap()
+            .found_in("发布会于2021年5月12日举行。", q));
     }
 
     #[test]

@@ -61,6 +61,22 @@ static RULES_FRAME: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 impl QuestionTime {
+    /// Whether the words name the day of an event the question is about ("the October
+    /// 27, 1999 episode"): a day written with its year, that set the date versions are
+    /// judged at without changing them, and frame no rules in force. Such words single
+    /// out what is asked about, and the evidence must say them; other time words only
+    /// move the date ("本季度", "2025 年 6 月", "as of June 3, 2025").
+    pub fn names_an_event_day(&self) -> bool {
+        self.applied
+            && !self.changed
+            && self.from == self.to
+            && self.names_a_period()
+            && self
+                .words
+                .split(|c: char| !c.is_ascii_digit())
+                .any(|run| run.len() == 4)
+    }
+
     /// Whether the words name a time when things happened (a period records' dates can
     /// fall in or out of), not only the date of the rules in force.
     pub fn names_a_period(&self) -> bool {

@@ -7,49 +7,13 @@
 //!   passage in another language, so meaning cannot cover the question through it,
 //!   while a real English passage still can;
 //! - a theme question without `--mode global` is routed to the community reports and
-//!   answered from them (the Chinese rule above leaves reports alone).
+//!   answered from them when a report speaks of it (one of its character pairs), and
+//!   not when none does.
 
 mod common;
 
-use chrono::NaiveDate;
-use common::{page, ReshapedTools};
-use dossier_agent::{
-    Agent, AnswerStatus, AskRequest, AskResponse, EngineTools, RouteClass, ToolRunner,
-};
-use dossier_engine::Engine;
-
-fn store(dir: &std::path::Path, pages: &[(&str, &str, &str)]) -> Engine {
-    let docs = dir.join("docs");
-    std::fs::create_dir_all(&docs).unwrap();
-    for (id, title, text) in pages {
-        page(&docs, id, title, text);
-    }
-    std::fs::write(
-        docs.join("principals.yaml"),
-        "principals:\n- {id: reader, tenant: t, groups: []}\n",
-    )
-    .unwrap();
-    let engine = Engine::open(
-        dossier_engine::dossier_store::testing::location(&dir.join("store")),
-        "e5",
-    )
-    .expect("e5 model (run scripts/setup-models)");
-    let r = engine.ingest(&[docs], &mut ()).unwrap();
-    assert!(r.problems.is_empty(), "{:?}", r.problems);
-    engine
-}
-
-fn ask(engine: &Engine, tools: &dyn ToolRunner, question: &str) -> AskResponse {
-    let agent = Agent {
-        engine,
-        tools,
-        model: None,
-    };
-    let now: NaiveDate = "2026-12-01".parse().unwrap();
-    agent
-        .ask(&AskRequest::new("reader", question, now))
-        .expect("ask")
-}
+use common::{ask_with, page_store, ReshapedTools};
+use dossier_agent::{AnswerStatus, EngineTools, RouteClass};
 
 /// Pages on other subjects, so that the question's words are specific.
 const OTHERS: &[(&str, &str, &str)] = &[
@@ -89,8 +53,8 @@ fn characters_shared_one_by_one_are_no_answer_and_the_pair_that_says_it_is() {
     let dir = tempfile::tempdir().unwrap();
     let mut pages = OTHERS.to_vec();
     pages.push(scattered);
-    let engine = store(dir.path(), &pages);
-    let r = ask(&engine, &EngineTools::new(&engine), "班杰在哪里出生？");
+    let engine = page_store(dir.path(), &pages);
+    let r = ask_with(&engine, &EngineTools::new(&engine), "班杰在哪里出生？");
     let sq = &r.trace.sub_questions[0];
     assert_eq!(r.status, AnswerStatus::InsufficientEvidence, "{}", r.answer);
     assert!(!sq.covered && r.citations.is_empty());
@@ -104,8 +68,8 @@ fn characters_shared_one_by_one_are_no_answer_and_the_pair_that_says_it_is() {
         "班杰",
         "班杰，1950年出生在海港城市泉州，少年时随家人迁居厦门。",
     ));
-    let engine = store(dir.path(), &pages);
-    let r = ask(&engine, &EngineTools::new(&engine), "班杰在哪里出生？");
+    let engine = page_store(dir.path(), &pages);
+    let r = ask_with(&engine, &EngineTools::new(&engine), "班杰在哪里出生？");
     assert_eq!(r.status, AnswerStatus::Answered, "{}", r.answer);
     assert!(r.answer.contains("泉州"), "{}", r.answer);
     assert!(r.trace.sub_questions[0].doubt.is_none());
@@ -123,8 +87,8 @@ fn a_latin_fragment_of_a_chinese_passage_is_no_evidence_in_another_language() {
     // Few pages, so that the search returns the English one below too.
     let mut pages = OTHERS[..4].to_vec();
     pages.push(fragment);
-    let engine = store(dir.path(), &pages);
-    let r = ask(&engine, &ReshapedTools::all_close(&engine), question);
+    let engine = page_store(dir.path(), &pages);
+    let r = ask_with(&engine, &ReshapedTools::all_close(&engine), question);
     let sq = &r.trace.sub_questions[0];
     assert!(!sq.evidence.is_empty(), "the page was found");
     assert_eq!(r.status, AnswerStatus::InsufficientEvidence, "{}", r.answer);
@@ -137,8 +101,8 @@ fn a_latin_fragment_of_a_chinese_passage_is_no_evidence_in_another_language() {
         "Knot-headed lizard",
         "The knot-headed lizard genus lived in the Late Cretaceous, about seventy million years ago, in what is now Asia.",
     ));
-    let engine = store(dir.path(), &pages);
-    let r = ask(&engine, &ReshapedTools::all_close(&engine), question);
+    let engine = page_store(dir.path(), &pages);
+    let r = ask_with(&engine, &ReshapedTools::all_close(&engine), question);
     let sq = &r.trace.sub_questions[0];
     // Only the English page's sentences are candidates, so it is what covered it.
     assert!(sq.covered, "{sq:?}");
@@ -167,4 +131,18 @@ fn a_theme_question_is_answered_from_the_reports_without_mode_global() {
     assert_eq!(r.trace.route.class, RouteClass::Global);
     assert_ne!(r.status, AnswerStatus::InsufficientEvidence, "{}", r.answer);
     assert!(!r.citations.is_empty(), "{}", r.answer);
+
+    // A theme word about something no report speaks of: the router still sends it to
+    // the reports, but they do not answer it.
+    let r = common::ask(
+        &engine,
+        None,
+        "oncall",
+        "林黛玉的主要诗作有哪些？",
+        clock,
+        None,
+    );
+    assert_eq!(r.trace.route.class, RouteClass::Global);
+    assert_eq!(r.status, AnswerStatus::InsufficientEvidence, "{}", r.answer);
+    assert!(r.citations.is_empty(), "{:?}", r.citations);
 }

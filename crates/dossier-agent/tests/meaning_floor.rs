@@ -11,8 +11,7 @@
 
 mod common;
 
-use chrono::NaiveDate;
-use common::{page, ReshapedTools};
+use common::ReshapedTools;
 use dossier_agent::{Agent, AnswerStatus, AskRequest, AskResponse, EngineTools, ToolRunner};
 use dossier_engine::Engine;
 
@@ -30,63 +29,34 @@ const ANSWER: &str = "The Norport Harbour Bridge was designed by the engineer Le
 /// nothing the question names (a sub-question whose entities the graph relates is
 /// judged by its words alone, see `judge_by_meaning`).
 fn corpus(dir: &std::path::Path, with_answer: bool) -> Engine {
-    let docs = dir.join("docs");
-    std::fs::create_dir_all(&docs).unwrap();
-    page(
-        &docs,
-        "kelso-bridge",
-        "Kelso Harbour Bridge",
-        "The Kelso Harbour Bridge in Vell was designed by the engineer Tomas Reyl. It \
-         opened in 1931 and carries four lanes.",
-    );
-    page(
-        &docs,
-        "towns",
-        "Towns of the estuary",
-        "Norport is a fishing town on the Vell estuary with a busy harbour.",
-    );
+    let mut pages = vec![
+        (
+            "kelso-bridge",
+            "Kelso Harbour Bridge",
+            "The Kelso Harbour Bridge in Vell was designed by the engineer Tomas Reyl. It \
+             opened in 1931 and carries four lanes.",
+        ),
+        (
+            "towns",
+            "Towns of the estuary",
+            "Norport is a fishing town on the Vell estuary with a busy harbour.",
+        ),
+    ];
     if with_answer {
-        page(&docs, "bridge", "Norport Harbour Bridge", ANSWER);
+        pages.push(("bridge", "Norport Harbour Bridge", ANSWER));
     }
-    let others = [
+    pages.extend([
         ("ferry", "Norport ferries", "Ferries leave the old quay for the islands every hour in summer and twice a day in winter."),
         ("market", "Fish market", "The fish market on the harbour front opens at five in the morning and closes at noon."),
         ("school", "Vell school", "The school by the estuary teaches four hundred pupils and has a rowing club."),
         ("museum", "Town museum", "The museum shows maps of the coast, ship models and the town's first printing press."),
         ("park", "Cliff park", "The cliff park has walking paths, a lighthouse and a view over the bay."),
-    ];
-    for (id, title, text) in others {
-        page(&docs, id, title, text);
-    }
-    std::fs::write(
-        docs.join("principals.yaml"),
-        "principals:\n- {id: reader, tenant: t, groups: []}\n",
-    )
-    .unwrap();
-    let engine = Engine::open(
-        dossier_engine::dossier_store::testing::location(&dir.join("store")),
-        "e5",
-    )
-    .expect("e5 model (run scripts/setup-models)");
-    let r = engine.ingest(&[docs], &mut ()).unwrap();
-    assert!(r.problems.is_empty(), "{:?}", r.problems);
-    engine
+    ]);
+    common::page_store(dir, &pages)
 }
 
 fn ask(engine: &Engine, tools: &dyn ToolRunner) -> AskResponse {
-    ask_this(engine, tools, QUESTION)
-}
-
-fn ask_this(engine: &Engine, tools: &dyn ToolRunner, question: &str) -> AskResponse {
-    let agent = Agent {
-        engine,
-        tools,
-        model: None,
-    };
-    let now: NaiveDate = "2026-12-01".parse().unwrap();
-    agent
-        .ask(&AskRequest::new("reader", question, now))
-        .expect("ask")
+    common::ask_with(engine, tools, QUESTION)
 }
 
 #[test]
@@ -205,7 +175,7 @@ fn a_named_thing_the_evidence_does_not_name_is_no_answer_and_the_trace_says_whic
     let engine = corpus(dir.path(), false);
     // Without a floor, so that only the words and the name decide: every word of the
     // name is in the evidence ("Norport", "Kelso Harbour Bridge"), the name is not.
-    let r = ask_this(&engine, &ReshapedTools::without_floor(&engine), NAMED);
+    let r = common::ask_with(&engine, &ReshapedTools::without_floor(&engine), NAMED);
     let sq = &r.trace.sub_questions[0];
     assert_eq!(r.status, AnswerStatus::InsufficientEvidence, "{}", r.answer);
     assert!(!sq.covered && r.citations.is_empty());
@@ -221,7 +191,7 @@ fn a_named_thing_the_evidence_does_not_name_is_no_answer_and_the_trace_says_whic
     // With the bridge's own page, the name is there and the question is answered.
     let dir = tempfile::tempdir().unwrap();
     let engine = corpus(dir.path(), true);
-    let r = ask_this(&engine, &EngineTools::new(&engine), NAMED);
+    let r = common::ask_with(&engine, &EngineTools::new(&engine), NAMED);
     let sq = &r.trace.sub_questions[0];
     assert_eq!(r.status, AnswerStatus::Answered, "{}", r.answer);
     assert!(sq.covered && sq.doubt.is_none(), "{:?}", sq.doubt);

@@ -443,6 +443,42 @@ pub fn run_case(
     }
 }
 
+/// Asks as `reader` on 2026-12-01 with the given tools and no model (page stores).
+pub fn ask_with(engine: &Engine, tools: &dyn ToolRunner, question: &str) -> AskResponse {
+    let agent = Agent {
+        engine,
+        tools,
+        model: None,
+    };
+    let now: NaiveDate = "2026-12-01".parse().unwrap();
+    agent
+        .ask(&AskRequest::new("reader", question, now))
+        .expect("ask")
+}
+
+/// A real e5 store of Markdown pages `(id, title, text)` of tenant `t`, read by the
+/// principal `reader`.
+pub fn page_store(dir: &std::path::Path, pages: &[(&str, &str, &str)]) -> Engine {
+    let docs = dir.join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    for (id, title, text) in pages {
+        page(&docs, id, title, text);
+    }
+    std::fs::write(
+        docs.join("principals.yaml"),
+        "principals:\n- {id: reader, tenant: t, groups: []}\n",
+    )
+    .unwrap();
+    let engine = Engine::open(
+        dossier_engine::dossier_store::testing::location(&dir.join("store")),
+        "e5",
+    )
+    .expect("e5 model (run scripts/setup-models)");
+    let r = engine.ingest(&[docs], &mut ()).unwrap();
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    engine
+}
+
 /// Writes a Markdown page of tenant `t` (version 1) into `dir`.
 pub fn page(dir: &std::path::Path, id: &str, title: &str, text: &str) {
     std::fs::write(
