@@ -726,77 +726,16 @@ pub(crate) fn judge(state: &mut State) {
                 }
             }
         }
-        // Numbers the question states ("born in 1952", "the October 27, 1999 episode",
-        // "18号线") single out what it asks about: passages (and relations read from
-        // them) answer it only when each is written by one of them (a passage's title
-        // counts; a multi-hop question's numbers may stand in different hops), and an
-        // event's date by one passage whole.
-        let stated = if has_evidence && state.rests_on_passages(i) {
-            crate::text::stated_numbers(&asked)
+        let unwritten = if has_evidence && state.rests_on_passages(i) {
+            unwritten_numbers(state, i, &asked, event_date)
         } else {
             vec![]
         };
-        let mut unwritten = stated;
-        if !unwritten.is_empty() {
-            let written: Vec<Vec<crate::text::Written>> =
-                state
-                    .evidence_of(i)
-                    .iter()
-                    .map(|e| crate::text::numbers(&format!("{}\n{}", e.title, e.text)))
-                    .chain(state.sub_questions[i].edges.iter().map(|e| {
-                        crate::text::numbers(&format!("{} {} {}", e.from, e.relation, e.to))
-                    }))
-                    .collect();
-            // A date that names an event is one value: one passage writes it whole.
-            let date: Vec<crate::text::Stated> = match &state.time {
-                Some(t) if event_date => crate::text::stated_numbers(&t.words),
-                _ => vec![],
-            };
-            let date_written = written
-                .iter()
-                .any(|w| date.iter().all(|n| w.iter().any(|w| n.written_as(w))));
-            unwritten.retain(|n| {
-                if date.contains(n) {
-                    !date_written
-                } else {
-                    !written.iter().flatten().any(|w| n.written_as(w))
-                }
-            });
-        }
         let numbers_ok = unwritten.is_empty();
-        // Community reports answer a theme question the caller sent to them; one the
-        // router sent there for a theme word ("陈荣捷的主要著作") only when they speak
-        // of it: a report sentence holds one of its character pairs, or the reports hold
-        // enough of its words. (Reports summarise, so a Chinese sentence cannot be asked
-        // to hold most pairs: the scenario's "支付相关的主要稳定性风险" is answered by
-        // reports whose best sentence holds 0.04 of them, only 支付.)
-        let reports_say_it = || {
-            let cited = || {
-                state.reports.iter().flat_map(|r| {
-                    r.summary
-                        .iter()
-                        .map(move |c| format!("{}\n{}", r.title, c.text))
-                })
-            };
-            if crate::text::han(&asked) {
-                let pairs = crate::han_overlap::HanPairs::of(&asked, &terms, weight);
-                pairs.is_empty() || cited().any(|s| pairs.share(&s) > 0.0)
-            } else {
-                let said: HashSet<String> = cited().flat_map(|s| content_terms(&s)).collect();
-                total <= 0.0
-                    || terms
-                        .iter()
-                        .filter(|t| said.contains(*t))
-                        .map(|t| weight(t))
-                        .sum::<f32>()
-                        / total
-                        >= MIN_COVERAGE
-            }
-        };
         let from_reports = state.mode == Some(dossier_engine::Mode::Global)
             && !state.reports.is_empty()
             && has_evidence
-            && (state.global_requested || reports_say_it());
+            && (state.global_requested || reports_speak_of(state, &asked, &terms));
         let covered = from_reports
             || (has_evidence
                 && ids_ok
@@ -839,6 +778,82 @@ pub(crate) fn judge(state: &mut State) {
             }
         }
     }
+}
+
+/// The numbers `asked` (sub-question `i`'s text as judged) states that its evidence does
+/// not write. Numbers ("born in 1952", "18号线", "the 1950s") single out what a question
+/// asks about: passages (and relations read from them) answer it only when each is
+/// written by one of them (a passage's title counts; a multi-hop question's numbers may
+/// stand in different hops), and the day of an event (`event_date`: "the October 27,
+/// 1999 episode") by one passage whole.
+fn unwritten_numbers(
+    state: &State,
+    i: usize,
+    asked: &str,
+    event_date: bool,
+) -> Vec<crate::text::Stated> {
+    use crate::text::{numbers, stated_numbers, Stated, Written};
+    let mut unwritten = stated_numbers(asked);
+    if unwritten.is_empty() {
+        return unwritten;
+    }
+    let written: Vec<Vec<Written>> = state
+        .evidence_of(i)
+        .iter()
+        .map(|e| numbers(&format!("{}\n{}", e.title, e.text)))
+        .chain(
+            state.sub_questions[i]
+                .edges
+                .iter()
+                .map(|e| numbers(&format!("{} {} {}", e.from, e.relation, e.to))),
+        )
+        .collect();
+    let date: Vec<Stated> = match &state.time {
+        Some(t) if event_date => stated_numbers(&t.words),
+        _ => vec![],
+    };
+    let date_written = written
+        .iter()
+        .any(|w| date.iter().all(|n| w.iter().any(|w| n.written_as(w))));
+    unwritten.retain(|n| {
+        if date.contains(n) {
+            !date_written
+        } else {
+            !written.iter().flatten().any(|w| n.written_as(w))
+        }
+    });
+    unwritten
+}
+
+/// Whether the community reports speak of `asked`, for a theme question the router (not
+/// the caller) sent to them ("陈荣捷的主要著作" is not answered by reports about other
+/// subjects): one report sentence holds one of its character pairs (Chinese), or the
+/// reports hold enough of its words. Reports summarise, so a Chinese sentence cannot be
+/// asked to hold most pairs: the scenario's "支付相关的主要稳定性风险" is answered by
+/// reports whose best sentence holds 0.04 of them (支付).
+fn reports_speak_of(state: &State, asked: &str, terms: &[String]) -> bool {
+    let weight = |t: &str| state.term_weights.get(t).copied().unwrap_or(1.0);
+    let cited = || {
+        state.reports.iter().flat_map(|r| {
+            r.summary
+                .iter()
+                .map(move |c| format!("{}\n{}", r.title, c.text))
+        })
+    };
+    if crate::text::han(asked) {
+        let pairs = crate::han_overlap::HanPairs::of(asked, terms, weight);
+        return pairs.is_empty() || cited().any(|s| pairs.share(&s) > 0.0);
+    }
+    let total: f32 = terms.iter().map(|t| weight(t)).sum();
+    let said: HashSet<String> = cited().flat_map(|s| content_terms(&s)).collect();
+    total <= 0.0
+        || terms
+            .iter()
+            .filter(|t| said.contains(*t))
+            .map(|t| weight(t))
+            .sum::<f32>()
+            / total
+            >= MIN_COVERAGE
 }
 
 /// How the trace says that the evidence does not name what the question names.
