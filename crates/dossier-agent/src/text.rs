@@ -29,6 +29,22 @@ pub fn identifiers(text: &str) -> Vec<String> {
     out
 }
 
+/// `text` with each identifier ([`identifiers`]) replaced by a space: what is left to
+/// read for numbers ("O-8088" is an identifier, required whole, not the number 8088).
+fn without_identifiers(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let (mut at, mut kept) = (0, 0);
+    while let Some(c) = IDENT.captures_at(text, at) {
+        let m = c.get(1).expect("group 1");
+        out.push_str(&text[kept..m.start()]);
+        out.push(' ');
+        kept = m.end();
+        at = m.end();
+    }
+    out.push_str(&text[kept..]);
+    out
+}
+
 /// Sentences (Chinese and English ends, line breaks), trimmed, headings' `#` removed.
 pub fn sentences(text: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -493,12 +509,13 @@ impl Stated {
 
 /// The numbers a question states as values it asks about, each once, in order: as
 /// [`numbers`], less those in brackets (they disambiguate: "Wild Honey (1918 Film)"),
-/// digits inside a word ("Ten9Eight"), and a number that makes one word with the word
+/// digits of an identifier ("O-8088", "A123": the identifier rule asks for them whole)
+/// or inside a word ("Ten9Eight"), and a number that makes one word with the word
 /// after it ("a 4-letter acronym", "a 19-year-old player"), which describes what is
 /// asked about by a property a passage need not write in digits ("DARKON"); a decade
 /// ("1950s", "70's") is one number.
 pub fn stated_numbers(question: &str) -> Vec<Stated> {
-    let question = unbracketed(question);
+    let question = without_identifiers(&unbracketed(question));
     let mut out = Vec::new();
     for Run {
         digits: run,
@@ -648,6 +665,14 @@ mod tests {
         // Brackets disambiguate; digits inside a word belong to a name.
         assert!(stated_numbers("Who directed Wild Honey (1918 Film)?").is_empty());
         assert!(stated_numbers("Who directed Ten9Eight or A380?").is_empty());
+        assert!(stated_numbers("What is the status of order O-8088?").is_empty());
+        assert_eq!(
+            stated_numbers("Orders E-1 and E-12 of 2019")
+                .iter()
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>(),
+            ["2019"]
+        );
         // A range of years written short writes its last year.
         let years = numbers("missed the 2003–04 season");
         let season = stated_numbers("the entire 2003-2004 season");
