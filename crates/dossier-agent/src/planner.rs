@@ -678,17 +678,7 @@ pub(crate) fn judge(state: &mut State) {
         // Terms weigh by how specific they are in the caller's text (idf): a passage
         // that shares the question's common words but not its names is no answer.
         let weight = |t: &str| state.term_weights.get(t).copied().unwrap_or(1.0);
-        let total: f32 = terms.iter().map(|t| weight(t)).sum();
-        let coverage = if terms.is_empty() || total <= 0.0 {
-            1.0
-        } else {
-            terms
-                .iter()
-                .filter(|t| have.contains(*t))
-                .map(|t| weight(t))
-                .sum::<f32>()
-                / total
-        };
+        let coverage = weighted_coverage(&terms, &have, weight);
         // One sentence (or record, or edge) must carry two of the terms itself, so
         // that scattered words across unrelated passages do not pass for an answer.
         // A question that asks for a time or a quantity is answered only by a sentence
@@ -735,7 +725,7 @@ pub(crate) fn judge(state: &mut State) {
         let from_reports = state.mode == Some(dossier_engine::Mode::Global)
             && !state.reports.is_empty()
             && has_evidence
-            && (state.global_requested || reports_speak_of(state, &asked, &terms));
+            && (state.global_requested || reports_speak_of(state, &asked, &terms, weight));
         let covered = from_reports
             || (has_evidence
                 && ids_ok
@@ -831,8 +821,12 @@ fn unwritten_numbers(
 /// reports hold enough of its words. Reports summarise, so a Chinese sentence cannot be
 /// asked to hold most pairs: the scenario's "支付相关的主要稳定性风险" is answered by
 /// reports whose best sentence holds 0.04 of them (支付).
-fn reports_speak_of(state: &State, asked: &str, terms: &[String]) -> bool {
-    let weight = |t: &str| state.term_weights.get(t).copied().unwrap_or(1.0);
+fn reports_speak_of(
+    state: &State,
+    asked: &str,
+    terms: &[String],
+    weight: impl Fn(&str) -> f32 + Copy,
+) -> bool {
     let cited = || {
         state.reports.iter().flat_map(|r| {
             r.summary
@@ -844,16 +838,26 @@ fn reports_speak_of(state: &State, asked: &str, terms: &[String]) -> bool {
         let pairs = crate::han_overlap::HanPairs::of(asked, terms, weight);
         return pairs.is_empty() || cited().any(|s| pairs.share(&s) > 0.0);
     }
-    let total: f32 = terms.iter().map(|t| weight(t)).sum();
     let said: HashSet<String> = cited().flat_map(|s| content_terms(&s)).collect();
-    total <= 0.0
-        || terms
-            .iter()
-            .filter(|t| said.contains(*t))
-            .map(|t| weight(t))
-            .sum::<f32>()
-            / total
-            >= MIN_COVERAGE
+    weighted_coverage(terms, &said, weight) >= MIN_COVERAGE
+}
+
+/// The share of `terms`, by weight, that `have` holds (1 when there is nothing to weigh).
+fn weighted_coverage(
+    terms: &[String],
+    have: &HashSet<String>,
+    weight: impl Fn(&str) -> f32,
+) -> f32 {
+    let total: f32 = terms.iter().map(|t| weight(t)).sum();
+    if terms.is_empty() || total <= 0.0 {
+        return 1.0;
+    }
+    terms
+        .iter()
+        .filter(|t| have.contains(*t))
+        .map(|t| weight(t))
+        .sum::<f32>()
+        / total
 }
 
 /// How the trace says that the evidence does not name what the question names.

@@ -16,33 +16,42 @@ static IDENT: LazyLock<Regex> = LazyLock::new(|| {
 /// appearance, each once.
 pub fn identifiers(text: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    // Matches can share a separator character; scan from each match's end.
-    let mut at = 0;
-    while let Some(c) = IDENT.captures_at(text, at) {
-        let m = c.get(1).expect("group 1");
-        let id = m.as_str().to_string();
-        if !out.contains(&id) {
-            out.push(id);
-        }
-        at = m.end();
+    for m in identifier_matches(text) {
+        push_new(&mut out, m.as_str().to_string());
     }
     out
+}
+
+/// Every identifier of `text` where it stands, in order (repeats included).
+fn identifier_matches(text: &str) -> impl Iterator<Item = regex::Match<'_>> {
+    // Matches can share a separator character; scan from each match's end.
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let m = IDENT.captures_at(text, at)?.get(1).expect("group 1");
+        at = m.end();
+        Some(m)
+    })
 }
 
 /// `text` with each identifier ([`identifiers`]) replaced by a space: what is left to
 /// read for numbers ("O-8088" is an identifier, required whole, not the number 8088).
 fn without_identifiers(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
-    let (mut at, mut kept) = (0, 0);
-    while let Some(c) = IDENT.captures_at(text, at) {
-        let m = c.get(1).expect("group 1");
+    let mut kept = 0;
+    for m in identifier_matches(text) {
         out.push_str(&text[kept..m.start()]);
         out.push(' ');
         kept = m.end();
-        at = m.end();
     }
     out.push_str(&text[kept..]);
     out
+}
+
+/// Appends `x` unless `out` holds it already (small lists, order kept).
+fn push_new<T: PartialEq>(out: &mut Vec<T>, x: T) {
+    if !out.contains(&x) {
+        out.push(x);
+    }
 }
 
 /// Sentences (Chinese and English ends, line breaks), trimmed, headings' `#` removed.
@@ -363,7 +372,7 @@ fn series_classifier(after: &str) -> Option<char> {
 /// The numbers a text writes, each once, in order ("born 21 July 1965" gives 21 and
 /// 1965).
 pub fn numbers(text: &str) -> Vec<Written> {
-    let mut out: Vec<Written> = Vec::new();
+    let mut out = Vec::new();
     let runs = digit_runs(text);
     for (k, run) in runs.iter().enumerate() {
         let mut written = vec![Written {
@@ -386,15 +395,11 @@ pub fn numbers(text: &str) -> Vec<Written> {
             }
         }
         for w in written {
-            if !out.contains(&w) {
-                out.push(w);
-            }
+            push_new(&mut out, w);
         }
     }
     for w in han_designations(text) {
-        if !out.contains(&w) {
-            out.push(w);
-        }
+        push_new(&mut out, w);
     }
     out
 }
@@ -544,15 +549,10 @@ pub fn stated_numbers(question: &str) -> Vec<Stated> {
                 classifier: series_classifier(a),
             }),
         };
-        if !out.contains(&stated) {
-            out.push(stated);
-        }
+        push_new(&mut out, stated);
     }
     for w in han_designations(&question) {
-        let stated = Stated::Exact(w);
-        if !out.contains(&stated) {
-            out.push(stated);
-        }
+        push_new(&mut out, Stated::Exact(w));
     }
     out
 }
