@@ -374,9 +374,13 @@ pub fn extractive(engine: &Engine, state: &State) -> Draft {
         scored.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));
         // Say only what answers: a sentence far below the best match is another topic
         // of the same document, not part of the answer.
+        // A sentence that says the relation the question asks for ("created by who") is
+        // the last hop's answer, however few of the first hop's words it shares.
         let best = scored.first().map_or(0, |s| s.0);
+        let relation = crate::asked::Relation::of(&sq.text).filter(|r| r.is_specific());
         scored.retain(|(o, _, _, s)| {
-            o * 5 >= best * 3 && !state.conclusions.iter().any(|c| &c.clause == s)
+            (o * 5 >= best * 3 || relation.as_ref().is_some_and(|r| r.said_by(s)))
+                && !state.conclusions.iter().any(|c| &c.clause == s)
         });
         // What is said comes in the pool's reranked order (the shared words chose what
         // is said, not its order): on hotpotqa-dev100 and musique-dev100 citation

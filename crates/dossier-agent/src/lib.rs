@@ -22,6 +22,7 @@
 //! - Every answer claim cites evidence fetched in this run, or is dropped.
 
 pub mod answer;
+mod asked;
 pub mod budget;
 pub mod conditions;
 pub mod extract;

@@ -7,7 +7,17 @@
 /// Small words that may stand inside a name ("Siege of Cassel", "Gaby: A True Story").
 const NAME_LINKS: &[&str] = &[
     "of", "the", "de", "la", "le", "du", "des", "di", "da", "del", "von", "van", "der", "den", "y",
+    "&",
 ];
+
+/// Whether `word` is initials: capital letters each followed by a full stop ("D.P.", "K.").
+fn initials(word: &str) -> bool {
+    let b = word.as_bytes();
+    !b.is_empty()
+        && b.len().is_multiple_of(2)
+        && b.chunks(2)
+            .all(|c| c[0].is_ascii_uppercase() && c[1] == b'.')
+}
 
 /// Words a question opens with that are capitalised only as its first word: question
 /// words, auxiliaries, determiners, prepositions, imperatives.
@@ -64,9 +74,11 @@ pub fn given(question: &str) -> Vec<String> {
         let (start, mut end, mut capitals) = (i, i + 1, 1);
         while end < words.len() {
             let w = words[end];
+            // Initials end with a full stop and no phrase ("D.P. Varma", "J. K. Rowling").
             let previous_ends_phrase = words[end - 1]
                 .trim_end_matches(['\'', '’'])
-                .ends_with([',', '?', '.', ';', ':', '!', ')']);
+                .ends_with([',', '?', '.', ';', ':', '!', ')'])
+                && !initials(words[end - 1]);
             if previous_ends_phrase {
                 break;
             }
@@ -198,6 +210,24 @@ mod tests {
             given("Toad Hall is a residential hall in what city?"),
             vec![" toad hall "]
         );
+        // Initials end no phrase; "&" links the words of a name.
+        assert_eq!(
+            given("Which comedy produced by D.P. Varma had music by her?"),
+            vec![" d p varma "]
+        );
+        assert!(mentions(
+            &normalise("produced by D. P. Varma"),
+            " d p varma "
+        ));
+        assert_eq!(
+            given("Did J. K. Rowling write it? Yes."),
+            vec![" j k rowling "]
+        );
+        assert_eq!(
+            given("Simon & Simon starred which actor?"),
+            vec![" simon simon "]
+        );
+        assert!(given("Was it Tom. Jerry ran").is_empty());
         assert!(given("2022年中国电影的总票房收入").is_empty());
         assert!(given("iPhone SE 3的起售价是多少？").is_empty());
         assert_eq!(normalise("The Hornets’ Nest's"), " the hornets nest ");

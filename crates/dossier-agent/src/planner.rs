@@ -722,6 +722,11 @@ pub(crate) fn judge(state: &mut State) {
             vec![]
         };
         let numbers_ok = unwritten.is_empty();
+        // The relation the answer slot hangs on ("created by who") must be said by the
+        // evidence: a found first hop shares every other word of the question.
+        let unsaid_relation = crate::asked::Relation::of(&asked)
+            .filter(|r| has_evidence && state.rests_on_passages(i) && !r.said_by(&all));
+        let relation_ok = unsaid_relation.is_none();
         let from_reports = state.mode == Some(dossier_engine::Mode::Global)
             && !state.reports.is_empty()
             && has_evidence
@@ -732,6 +737,7 @@ pub(crate) fn judge(state: &mut State) {
                 && names_ok
                 && han_short.is_none()
                 && numbers_ok
+                && relation_ok
                 && coverage
                     >= if state.answer_floor.is_some() {
                         MIN_COVERAGE_WITH_MEANING
@@ -756,8 +762,12 @@ pub(crate) fn judge(state: &mut State) {
         } else if !numbers_ok {
             let shown: Vec<String> = unwritten.iter().map(|n| n.to_string()).collect();
             sq.doubt = Some(format!("{UNWRITTEN} {}", shown.join(", ")));
+        } else if let Some(r) = &unsaid_relation {
+            sq.doubt = Some(format!("{UNRELATED} “{}”", r.shown()));
         } else if sq.doubt.as_deref().is_some_and(|d| {
-            d.starts_with(UNNAMED) || d.starts_with(UNSAID) || d.starts_with(UNWRITTEN)
+            [UNNAMED, UNSAID, UNWRITTEN, UNRELATED]
+                .iter()
+                .any(|p| d.starts_with(p))
         }) {
             sq.doubt = None;
         }
@@ -864,6 +874,8 @@ fn weighted_coverage(
 const UNNAMED: &str = "the evidence does not name";
 /// How the trace says that no evidence writes a number the question states.
 const UNWRITTEN: &str = "the evidence does not write the number the question states:";
+/// How the trace says that no evidence says the relation the question asks for.
+const UNRELATED: &str = "the evidence does not say the relation the question asks for:";
 /// How the trace says that no sentence says most of a Chinese question.
 const UNSAID: &str = "no evidence sentence holds most of the question's character pairs";
 
