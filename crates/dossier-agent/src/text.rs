@@ -59,10 +59,20 @@ pub fn sentences(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut chars = text.chars().peekable();
+    // Brackets open: a semicolon inside them separates aliases or glosses
+    // ("氨碱法（Solvay process；又称…）是…"), not sentences.
+    let mut open = 0usize;
     while let Some(c) = chars.next() {
         cur.push(c);
-        let end = matches!(c, '。' | '！' | '？' | '；' | '\n')
-            || (matches!(c, '.' | '!' | '?' | ';')
+        match c {
+            '(' | '（' => open += 1,
+            ')' | '）' => open = open.saturating_sub(1),
+            _ => {}
+        }
+        let latin_end = matches!(c, '.' | '!' | '?') || (c == ';' && open == 0);
+        let end = matches!(c, '。' | '！' | '？' | '\n')
+            || (c == '；' && open == 0)
+            || (latin_end
                 && chars.peek().is_none_or(|n| n.is_whitespace())
                 && !(c == '.'
                     && ends_with_abbreviation(&cur)
@@ -73,6 +83,8 @@ pub fn sentences(text: &str) -> Vec<String> {
         if end {
             push_sentence(&mut out, &cur);
             cur.clear();
+            // A bracket left open does not outlive its sentence.
+            open = 0;
         }
     }
     push_sentence(&mut out, &cur);
@@ -138,6 +150,7 @@ const QUESTION_WORDS: &[&str] = &[
     "那些",
     "它们",
     "哪",
+    "谁",
     "多少",
     "多久",
     "多长",
@@ -743,6 +756,28 @@ mod tests {
             ]
         );
         assert_eq!(sentences("Go up. 2 more"), vec!["Go up.", "2 more"]);
+    }
+
+    #[test]
+    fn a_semicolon_inside_brackets_ends_no_sentence() {
+        assert_eq!(
+            sentences("氨碱法（Solvay process；又称索尔维法）是索尔维发明的。索尔维反应在塔中完成；产量大。"),
+            vec![
+                "氨碱法（Solvay process；又称索尔维法）是索尔维发明的。",
+                "索尔维反应在塔中完成；",
+                "产量大。"
+            ]
+        );
+        assert_eq!(
+            sentences("Soda (natron; trona) is old; it sells."),
+            vec!["Soda (natron; trona) is old;", "it sells."]
+        );
+        // A bracket never closed holds only its own sentence.
+        assert_eq!(
+            sentences("Open (here。Then a；b"),
+            vec!["Open (here。", "Then a；", "b"]
+        );
+        assert_eq!(sentences(&"(".repeat(10_000)).len(), 0);
     }
 
     #[test]
