@@ -151,6 +151,11 @@ const QUESTION_WORDS: &[&str] = &[
     "它们",
     "哪",
     "谁",
+    // The form of the answer, not its content: "X的定义/意思/含义是什么" asks what X
+    // is, which the evidence says as "X是指…", "X意为…".
+    "定义",
+    "意思",
+    "含义",
     "多少",
     "多久",
     "多长",
@@ -756,6 +761,14 @@ mod tests {
             ]
         );
         assert_eq!(sentences("Go up. 2 more"), vec!["Go up.", "2 more"]);
+    }
+
+    #[test]
+    fn question_words_and_the_answer_s_form_are_no_content() {
+        assert_eq!(content_terms("操场的定义是什么？"), vec!["操场"]);
+        assert_eq!(content_terms("苦力的意思是什么？"), vec!["苦力"]);
+        assert!(!content_terms("氨碱法是由谁发明的？").contains(&"谁".to_string()));
+        assert!(content_terms("氨碱法是由谁发明的？").contains(&"发明".to_string()));
     }
 
     #[test]
