@@ -184,6 +184,8 @@ const QUESTION_WORDS: &[&str] = &[
     "what",
     "which",
     "who",
+    "whom",
+    "whose",
     "how",
     "whi",
     "when",
@@ -766,6 +768,7 @@ mod tests {
     #[test]
     fn question_words_and_the_answer_s_form_are_no_content() {
         assert_eq!(content_terms("操场的定义是什么？"), vec!["操场"]);
+        assert_eq!(content_terms("Whose life, and whom?"), vec!["life"]);
         assert_eq!(content_terms("苦力的意思是什么？"), vec!["苦力"]);
         assert!(!content_terms("氨碱法是由谁发明的？").contains(&"谁".to_string()));
         assert!(content_terms("氨碱法是由谁发明的？").contains(&"发明".to_string()));
