@@ -156,6 +156,11 @@ const QUESTION_WORDS: &[&str] = &[
     "定义",
     "意思",
     "含义",
+    // "X又叫什么" asks what X is called: the evidence says it as 又名, 又称, 俗称 …
+    "又",
+    "叫",
+    "被叫",
+    "叫做",
     "多少",
     "多久",
     "多长",
@@ -769,6 +774,7 @@ mod tests {
     fn question_words_and_the_answer_s_form_are_no_content() {
         assert_eq!(content_terms("操场的定义是什么？"), vec!["操场"]);
         assert_eq!(content_terms("Whose life, and whom?"), vec!["life"]);
+        assert_eq!(content_terms("吉祥物又叫什么？"), vec!["吉祥", "吉祥物"]);
         assert_eq!(content_terms("苦力的意思是什么？"), vec!["苦力"]);
         assert!(!content_terms("氨碱法是由谁发明的？").contains(&"谁".to_string()));
         assert!(content_terms("氨碱法是由谁发明的？").contains(&"发明".to_string()));
