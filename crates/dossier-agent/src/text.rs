@@ -209,11 +209,29 @@ const QUESTION_WORDS: &[&str] = &[
     "were",
 ];
 
+/// Chinese question words built on 哪 and 几 with what they count (哪一年, 哪几个, 几位):
+/// the segmenter keeps them whole and also yields their parts (一年, 一个), which are no
+/// content either. 几乎, 几何 and 哪怕 are words of their own.
+static HAN_QUESTION_WORDS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"几乎|几何|哪怕|哪[一几]?[个年天位种些里儿次条所家部样届座名项]?|几[个年天位种次条所家部岁届座名项]?",
+    )
+    .expect("static regex")
+});
+
 /// Analyzer terms of `text` that carry content: no question words, no bare numbers.
 pub fn content_terms(text: &str) -> Vec<String> {
     let stop: HashSet<&str> = QUESTION_WORDS.iter().copied().collect();
     let mut seen = HashSet::new();
-    dossier_index::analyzer::terms(text)
+    let text = if text.contains(['哪', '几']) {
+        HAN_QUESTION_WORDS.replace_all(text, |c: &regex::Captures| match &c[0] {
+            kept @ ("几乎" | "几何" | "哪怕") => kept.to_string(),
+            _ => " ".to_string(),
+        })
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    };
+    dossier_index::analyzer::terms(&text)
         .into_iter()
         .filter(|t| !stop.contains(t.as_str()))
         .filter(|t| !t.chars().all(|c| c.is_ascii_digit()))
@@ -775,6 +793,16 @@ mod tests {
         assert_eq!(content_terms("操场的定义是什么？"), vec!["操场"]);
         assert_eq!(content_terms("Whose life, and whom?"), vec!["life"]);
         assert_eq!(content_terms("吉祥物又叫什么？"), vec!["吉祥", "吉祥物"]);
+        assert_eq!(
+            content_terms("陈荣捷卒于哪一年？"),
+            vec!["陈荣捷", "卒", "于"]
+        );
+        assert_eq!(
+            content_terms("嘉兴南站由哪几个部分组成？"),
+            vec!["嘉兴", "南站", "由", "部分", "组成"]
+        );
+        assert_eq!(content_terms("合约最长是几年？"), vec!["合约", "最长"]);
+        assert!(content_terms("几乎所有的几何题").contains(&"几何".to_string()));
         assert_eq!(content_terms("苦力的意思是什么？"), vec!["苦力"]);
         assert!(!content_terms("氨碱法是由谁发明的？").contains(&"谁".to_string()));
         assert!(content_terms("氨碱法是由谁发明的？").contains(&"发明".to_string()));
