@@ -9,40 +9,15 @@
 
 mod common;
 
-use common::{page_store, ReshapedTools};
-use dossier_agent::{AnswerStatus, AskResponse};
-use dossier_engine::Engine;
-
-/// Asked with the words judge alone deciding (no answer floor), so that what is tested
-/// is the relation rule, not the embedder's scale.
-fn ask(engine: &Engine, question: &str) -> AskResponse {
-    common::ask_with(engine, &ReshapedTools::without_floor(engine), question)
-}
-
-const OTHERS: &[(&str, &str, &str)] = &[
-    (
-        "ferry",
-        "Harbour ferry",
-        "The ferry leaves the old pier every hour for the islands, twice a day in winter.",
-    ),
-    (
-        "market",
-        "Fish market",
-        "The fish market by the sea opens at five in the morning and closes at noon.",
-    ),
-    (
-        "museum",
-        "Town museum",
-        "The museum shows coastal maps, model ships and the town's first printing press.",
-    ),
-];
+use common::{ask_by_words, page_store, SEASIDE_PAGES};
+use dossier_agent::AnswerStatus;
 
 #[test]
 fn the_first_hop_without_the_asked_relation_is_no_answer() {
     let question =
         "Mara Quill is a fictional character from an Australian soap opera created by who?";
     let dir = tempfile::tempdir().unwrap();
-    let mut pages = OTHERS.to_vec();
+    let mut pages = SEASIDE_PAGES.to_vec();
     pages.push((
         "quill",
         "Mara Quill",
@@ -54,7 +29,7 @@ fn the_first_hop_without_the_asked_relation_is_no_answer() {
         "The Quill family are fictional characters from the Australian soap opera \"Harbour Lane\"; Mara joined in 2009.",
     ));
     let engine = page_store(dir.path(), &pages);
-    let r = ask(&engine, question);
+    let r = ask_by_words(&engine, question);
     let sq = &r.trace.sub_questions[0];
     assert!(!sq.evidence.is_empty(), "the character's page was found");
     assert_eq!(r.status, AnswerStatus::InsufficientEvidence, "{}", r.answer);
@@ -72,7 +47,7 @@ fn the_first_hop_without_the_asked_relation_is_no_answer() {
         "Harbour Lane is an Australian soap opera created by Ned Ashby, first broadcast in 1985.",
     ));
     let engine = page_store(dir.path(), &pages);
-    let r = ask(&engine, question);
+    let r = ask_by_words(&engine, question);
     assert_ne!(r.status, AnswerStatus::InsufficientEvidence, "{}", r.answer);
     assert!(r.answer.contains("Ned Ashby"), "{}", r.answer);
     assert!(r
@@ -96,11 +71,11 @@ fn a_chinese_question_needs_the_verb_after_who() {
         (
             "xinghe",
             "星河三号",
-            "星河三号通信卫星于2006年10月发射升空，是一颗地球同步轨道通信卫星。",
+            "星河三号通信卫星由长征火箭于2006年10月发射升空，是一颗地球同步轨道通信卫星。",
         ),
     ];
     let engine = page_store(dir.path(), &pages);
-    let r = ask(&engine, question);
+    let r = ask_by_words(&engine, question);
     assert!(!r.trace.sub_questions[0].evidence.is_empty());
     assert_eq!(r.status, AnswerStatus::InsufficientEvidence, "{}", r.answer);
     let doubt = r.trace.sub_questions[0].doubt.as_deref().unwrap_or("");
@@ -113,7 +88,7 @@ fn a_chinese_question_needs_the_verb_after_who() {
         "星河三号通信卫星由北辰空间公司制造，设计寿命十五年。",
     ));
     let engine = page_store(dir.path(), &pages);
-    let r = ask(&engine, question);
+    let r = ask_by_words(&engine, question);
     assert_ne!(r.status, AnswerStatus::InsufficientEvidence, "{}", r.answer);
     assert!(r.answer.contains("北辰空间公司"), "{}", r.answer);
 }
@@ -121,7 +96,7 @@ fn a_chinese_question_needs_the_verb_after_who() {
 #[test]
 fn names_with_initials_or_an_ampersand_must_be_named() {
     let dir = tempfile::tempdir().unwrap();
-    let mut pages = OTHERS.to_vec();
+    let mut pages = SEASIDE_PAGES.to_vec();
     pages.push((
         "comedy",
         "Nalla Roju",
@@ -143,7 +118,7 @@ fn names_with_initials_or_an_ampersand_must_be_named() {
             "hart vale",
         ),
     ] {
-        let r = ask(&engine, question);
+        let r = ask_by_words(&engine, question);
         assert_eq!(
             r.status,
             AnswerStatus::InsufficientEvidence,
@@ -166,7 +141,7 @@ fn names_with_initials_or_an_ampersand_must_be_named() {
         "Navvu is a 1988 Telugu comedy film produced by D. P. Varma, with music by Sri Devi.",
     ));
     let engine = page_store(dir.path(), &pages);
-    let r = ask(
+    let r = ask_by_words(
         &engine,
         "Which 1988 Telugu comedy produced by D.P. Varma had music by Sri Devi?",
     );

@@ -8,39 +8,8 @@
 
 mod common;
 
-use common::{page_store, ReshapedTools};
-use dossier_agent::{AnswerStatus, AskResponse};
-use dossier_engine::Engine;
-
-/// Asked with the words judge alone deciding (no answer floor), so that what is
-/// tested is the numbers rule, not the embedder's scale.
-fn ask(engine: &Engine, question: &str) -> AskResponse {
-    common::ask_with(engine, &ReshapedTools::without_floor(engine), question)
-}
-
-/// Pages on other subjects, so that the question's words are specific.
-const OTHERS: &[(&str, &str, &str)] = &[
-    (
-        "ferry",
-        "Harbour ferry",
-        "The ferry leaves the old pier every hour for the islands, twice a day in winter.",
-    ),
-    (
-        "market",
-        "Fish market",
-        "The fish market by the sea opens at five in the morning and closes at noon.",
-    ),
-    (
-        "school",
-        "River school",
-        "The school by the estuary has four hundred pupils and a rowing club.",
-    ),
-    (
-        "museum",
-        "Town museum",
-        "The museum shows coastal maps, model ships and the town's first printing press.",
-    ),
-];
+use common::{ask_by_words, page_store, SEASIDE_PAGES};
+use dossier_agent::AnswerStatus;
 
 #[test]
 fn a_passage_with_another_year_is_no_answer_and_the_one_with_the_year_is() {
@@ -51,10 +20,10 @@ fn a_passage_with_another_year_is_no_answer_and_the_one_with_the_year_is() {
         "Desmond Lake is a reggae singer from Kingston who was born in 1948 and recorded with the Harbour Band.",
     );
     let dir = tempfile::tempdir().unwrap();
-    let mut pages = OTHERS.to_vec();
+    let mut pages = SEASIDE_PAGES.to_vec();
     pages.push(other_year);
     let engine = page_store(dir.path(), &pages);
-    let r = ask(&engine, question);
+    let r = ask_by_words(&engine, question);
     let sq = &r.trace.sub_questions[0];
     assert!(!sq.evidence.is_empty(), "the singer's page was found");
     assert_eq!(r.status, AnswerStatus::InsufficientEvidence, "{}", r.answer);
@@ -72,7 +41,7 @@ fn a_passage_with_another_year_is_no_answer_and_the_one_with_the_year_is() {
         "Paul Moss, a reggae singer from Kingston, was born in 1952 and first sang in a church choir.",
     ));
     let engine = page_store(dir.path(), &pages);
-    let r = ask(&engine, question);
+    let r = ask_by_words(&engine, question);
     assert_eq!(r.status, AnswerStatus::Answered, "{}", r.answer);
     assert!(r.answer.contains("Paul Moss"), "{}", r.answer);
     assert!(r.citations.iter().any(|c| c.doc_id == "moss"));
@@ -88,10 +57,10 @@ fn a_date_that_changes_no_version_names_an_event_the_evidence_must_write() {
         "The guest star of the November 3, 1998 episode of Harbour Lights was Ann Rowe.",
     );
     let dir = tempfile::tempdir().unwrap();
-    let mut pages = OTHERS.to_vec();
+    let mut pages = SEASIDE_PAGES.to_vec();
     pages.push(other_episode);
     let engine = page_store(dir.path(), &pages);
-    let r = ask(&engine, question);
+    let r = ask_by_words(&engine, question);
     assert!(r.trace.time.is_some(), "the date was read as time words");
     assert!(!r.trace.sub_questions[0].evidence.is_empty());
     assert_eq!(r.status, AnswerStatus::InsufficientEvidence, "{}", r.answer);
@@ -103,7 +72,7 @@ fn a_date_that_changes_no_version_names_an_event_the_evidence_must_write() {
         "The guest star of the October 27, 1999 episode of Harbour Lights was Tom Vale.",
     ));
     let engine = page_store(dir.path(), &pages);
-    let r = ask(&engine, question);
+    let r = ask_by_words(&engine, question);
     assert_eq!(r.status, AnswerStatus::Answered, "{}", r.answer);
     assert!(r.answer.contains("Tom Vale"), "{}", r.answer);
 }

@@ -456,6 +456,36 @@ pub fn ask_with(engine: &Engine, tools: &dyn ToolRunner, question: &str) -> AskR
         .expect("ask")
 }
 
+/// Asked with the words judge alone deciding (no answer floor), so that what a test
+/// checks is a words rule, not the embedder's scale.
+pub fn ask_by_words(engine: &Engine, question: &str) -> AskResponse {
+    ask_with(engine, &ReshapedTools::without_floor(engine), question)
+}
+
+/// English pages on other subjects, so that a test question's words are specific.
+pub const SEASIDE_PAGES: &[(&str, &str, &str)] = &[
+    (
+        "ferry",
+        "Harbour ferry",
+        "The ferry leaves the old pier every hour for the islands, twice a day in winter.",
+    ),
+    (
+        "market",
+        "Fish market",
+        "The fish market by the sea opens at five in the morning and closes at noon.",
+    ),
+    (
+        "school",
+        "River school",
+        "The school by the estuary has four hundred pupils and a rowing club.",
+    ),
+    (
+        "museum",
+        "Town museum",
+        "The museum shows coastal maps, model ships and the town's first printing press.",
+    ),
+];
+
 /// A real e5 store of Markdown pages `(id, title, text)` of tenant `t`, read by the
 /// principal `reader`.
 pub fn page_store(dir: &std::path::Path, pages: &[(&str, &str, &str)]) -> Engine {
