@@ -15,7 +15,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-/// The asked relation: an English verb stem or a Chinese two-character verb.
+/// The asked relation: an English verb stem or a Chinese verb.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Relation {
     /// The stem of a regular English past form, lower-case ("creat" of "created"):
@@ -31,9 +31,9 @@ static ENGLISH: LazyLock<Regex> = LazyLock::new(|| {
         .expect("static regex")
 });
 
-/// 由谁 / 被谁 / 谁 followed by two Han characters that begin a verb.
+/// 谁 (also in 由谁, 被谁) followed by two Han characters that begin a verb.
 static CHINESE: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"(?:由|被)?谁(\p{Han}{2})").expect("static regex"));
+    LazyLock::new(|| Regex::new(r"谁(\p{Han}{2})").expect("static regex"));
 
 /// Characters after 谁 that begin no verb (谁是, 谁的, 谁在 …): no relation is read.
 const NOT_A_VERB_START: &[char] = &[
@@ -44,9 +44,8 @@ const NOT_A_VERB_START: &[char] = &[
 /// Particles that end a one-character verb (建的, 写了, 唱过).
 const VERB_PARTICLES: &[char] = &['的', '了', '过', '着', '得'];
 
-/// Past forms ending in -ed that are no verb the answer hangs on, or whose stem would
-/// match unrelated words.
-const NOT_A_RELATION: &[&str] = &["used", "based", "named", "called", "need", "red", "bed"];
+/// Past forms ending in -ed that are no verb the answer hangs on.
+const NOT_A_RELATION: &[&str] = &["used", "based", "named", "called"];
 
 impl Relation {
     /// The relation `question` asks for, when its form is one of the unambiguous ones.

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{ask_by_words, page_store, SEASIDE_PAGES};
+use common::{ask_by_words, page_store, SEASIDE_PAGES, SEASIDE_PAGES_ZH};
 use dossier_agent::AnswerStatus;
 
 #[test]
@@ -61,19 +61,12 @@ fn the_first_hop_without_the_asked_relation_is_no_answer() {
 fn a_chinese_question_needs_the_verb_after_who() {
     let question = "星河三号通信卫星是由谁制造的？";
     let dir = tempfile::tempdir().unwrap();
-    let mut pages = vec![
-        (
-            "ferry",
-            "渡轮",
-            "渡轮每小时从老码头开往各个岛屿，冬季每天两班。",
-        ),
-        ("market", "鱼市", "海边的鱼市清晨五点开门，中午关门。"),
-        (
-            "xinghe",
-            "星河三号",
-            "星河三号通信卫星由长征火箭于2006年10月发射升空，是一颗地球同步轨道通信卫星。",
-        ),
-    ];
+    let mut pages = SEASIDE_PAGES_ZH.to_vec();
+    pages.push((
+        "xinghe",
+        "星河三号",
+        "星河三号通信卫星由长征火箭于2006年10月发射升空，是一颗地球同步轨道通信卫星。",
+    ));
     let engine = page_store(dir.path(), &pages);
     let r = ask_by_words(&engine, question);
     assert!(!r.trace.sub_questions[0].evidence.is_empty());

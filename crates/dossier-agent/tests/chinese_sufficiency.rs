@@ -12,27 +12,11 @@
 
 mod common;
 
-use common::{ask_with, page_store, ReshapedTools};
+use common::{ask_with, page_store, ReshapedTools, SEASIDE_PAGES_ZH};
 use dossier_agent::{AnswerStatus, EngineTools, RouteClass};
 
-/// Pages on other subjects, so that the question's words are specific.
-const OTHERS: &[(&str, &str, &str)] = &[
-    (
-        "ferry",
-        "渡轮",
-        "渡轮每小时从旧码头开往各个岛屿，冬季每天两班。",
-    ),
-    ("market", "鱼市", "海边的鱼市早上五点开门，中午关门。"),
-    (
-        "school",
-        "学校",
-        "河口旁的学校有四百名学生，还有一个划船俱乐部。",
-    ),
-    (
-        "museum",
-        "博物馆",
-        "博物馆展出海岸地图、船模和镇上第一台印刷机。",
-    ),
+/// Pages on births elsewhere, so that 出生 is a common word.
+const BIRTH_PAGES: &[(&str, &str, &str)] = &[
     (
         "births",
         "人口",
@@ -41,6 +25,11 @@ const OTHERS: &[(&str, &str, &str)] = &[
     ("families", "家族", "这个家族的人都在河口出生。"),
     ("registry", "户籍", "户籍登记写明每个人在哪里出生。"),
 ];
+
+/// The seaside pages and the birth pages.
+fn others() -> Vec<(&'static str, &'static str, &'static str)> {
+    [SEASIDE_PAGES_ZH, BIRTH_PAGES].concat()
+}
 
 #[test]
 fn characters_shared_one_by_one_are_no_answer_and_the_pair_that_says_it_is() {
@@ -51,7 +40,7 @@ fn characters_shared_one_by_one_are_no_answer_and_the_pair_that_says_it_is() {
         "班和杰都在这个村庄出生，后来都加入了县里的足球队。",
     );
     let dir = tempfile::tempdir().unwrap();
-    let mut pages = OTHERS.to_vec();
+    let mut pages = others();
     pages.push(scattered);
     let engine = page_store(dir.path(), &pages);
     let r = ask_with(&engine, &EngineTools::new(&engine), "班杰在哪里出生？");
@@ -85,7 +74,7 @@ fn a_latin_fragment_of_a_chinese_passage_is_no_evidence_in_another_language() {
     );
     let dir = tempfile::tempdir().unwrap();
     // Few pages, so that the search returns the English one below too.
-    let mut pages = OTHERS[..4].to_vec();
+    let mut pages = SEASIDE_PAGES_ZH.to_vec();
     pages.push(fragment);
     let engine = page_store(dir.path(), &pages);
     let r = ask_with(&engine, &ReshapedTools::all_close(&engine), question);

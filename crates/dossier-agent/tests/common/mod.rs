@@ -486,6 +486,26 @@ pub const SEASIDE_PAGES: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// Chinese pages on other subjects, as [`SEASIDE_PAGES`].
+pub const SEASIDE_PAGES_ZH: &[(&str, &str, &str)] = &[
+    (
+        "ferry",
+        "渡轮",
+        "渡轮每小时从旧码头开往各个岛屿，冬季每天两班。",
+    ),
+    ("market", "鱼市", "海边的鱼市早上五点开门，中午关门。"),
+    (
+        "school",
+        "学校",
+        "河口旁的学校有四百名学生，还有一个划船俱乐部。",
+    ),
+    (
+        "museum",
+        "博物馆",
+        "博物馆展出海岸地图、船模和镇上第一台印刷机。",
+    ),
+];
+
 /// A real e5 store of Markdown pages `(id, title, text)` of tenant `t`, read by the
 /// principal `reader`.
 pub fn page_store(dir: &std::path::Path, pages: &[(&str, &str, &str)]) -> Engine {
