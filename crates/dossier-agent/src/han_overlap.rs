@@ -18,7 +18,18 @@ use std::collections::HashMap;
 pub(crate) struct HanPairs {
     pairs: Vec<(String, f32)>,
     total: f32,
+    /// The pair the question opens with, when it opens with content: the start of what
+    /// it asks about ("圣体堂区成立于哪年" opens with 圣体). See [`HanPairs::leads`].
+    leading: Option<String>,
 }
+
+/// Characters a question may open with that begin no subject: pronouns and
+/// demonstratives (他, 该, 此: the subject is named elsewhere), prepositions (在这次选举中,
+/// 于…) and the adverb 最 (最后, 最早).
+const OPENING_PRONOUNS: &[char] = &[
+    '他', '她', '它', '其', '该', '此', '这', '那', '本', '我', '你', '您', '上', '下', '前', '后',
+    '在', '于', '从', '对', '当', '自', '据', '按', '由', '被', '把', '为', '向', '与', '和', '最',
+];
 
 impl HanPairs {
     /// Pairs of `question`, lower-cased. `terms` are its content terms (see
@@ -51,10 +62,38 @@ impl HanPairs {
             let e = best.entry([a, b].iter().collect()).or_insert(0.0);
             *e = e.max(w);
         }
+        // The opening pair: the first two characters after leading punctuation
+        // (「唐音」), both Han and both content, and not opening with a character that
+        // begins no subject.
+        let first = chars.iter().position(|c| c.is_alphanumeric());
+        let leading = first
+            .filter(|&i| {
+                i + 1 < chars.len()
+                    && !OPENING_PRONOUNS.contains(&chars[i])
+                    && crate::text::is_han(chars[i])
+                    && crate::text::is_han(chars[i + 1])
+                    && at[i] > 0.0
+                    && at[i + 1] > 0.0
+            })
+            .map(|i| [chars[i], chars[i + 1]].iter().collect());
         let mut pairs: Vec<(String, f32)> = best.into_iter().collect();
         pairs.sort_by(|x, y| x.0.cmp(&y.0));
         let total = pairs.iter().map(|(_, w)| w).sum();
-        HanPairs { pairs, total }
+        HanPairs {
+            pairs,
+            total,
+            leading,
+        }
+    }
+
+    /// Whether `text` holds the pair the question opens with (true when it opens with
+    /// none). A Chinese question opens with what it asks about, and an answer says that
+    /// subject: "圣保罗堂区成立于1824年" shares 堂区 and 成立 with "圣体堂区成立于哪年",
+    /// most of its pairs, and is about another parish.
+    pub(crate) fn leads(&self, text: &str) -> bool {
+        self.leading
+            .as_ref()
+            .is_none_or(|p| text.to_lowercase().contains(p.as_str()))
     }
 
     /// Whether the question has any pair to look for.
@@ -101,6 +140,20 @@ mod tests {
         assert!(about_him > 0.6, "{about_him}");
         assert!(about_another < 0.5, "{about_another} {p:?}");
         assert!(about_another > 0.0, "{about_another}");
+    }
+
+    #[test]
+    fn an_answer_says_the_subject_the_question_opens_with() {
+        let p = pairs("圣体堂区成立于哪年？", &[]);
+        assert!(p.share("圣保罗堂区成立于1824年。") >= 0.4);
+        assert!(!p.leads("圣保罗堂区成立于1824年。"));
+        assert!(p.leads("圣体堂区\n该堂区成立于1905年。"));
+        // Leading punctuation is skipped; a question that opens with no content word
+        // (他, a question word) has no opening pair and every text leads.
+        assert!(!pairs("「唐音」的「唐」指什么", &[]).leads("汉音的特点"));
+        assert!(pairs("他司职什么位置？", &[]).leads("中场球员"));
+        assert!(pairs("在这次选举中领先的是谁？", &[]).leads("两位候选人"));
+        assert!(pairs("BCPL是一种什么语言？", &[]).leads("汉语"));
     }
 
     #[test]

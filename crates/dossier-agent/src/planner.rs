@@ -684,27 +684,47 @@ pub(crate) fn judge(state: &mut State) {
         // A question that asks for a time or a quantity is answered only by a sentence
         // that holds one (beyond what the question itself states).
         let wanted = crate::text::answer_kind(&asked);
-        let best_sentence = texts
+        // A birth's or a death's time is answered only by a sentence that says that
+        // event ("died on which date" is not answered by the day of a debut).
+        let life_event = crate::asked::LifeEvent::of(&asked, wanted);
+        let answering: Vec<String> = texts
             .iter()
             .flat_map(|t| sentences(t))
             .filter(|s| wanted.is_none_or(|k| k.found_in(s, &asked)))
+            .collect();
+        let life_untimed = life_event.filter(|e| {
+            has_evidence && state.rests_on_passages(i) && !answering.iter().any(|s| e.said_by(s))
+        });
+        let best_sentence = answering
+            .iter()
+            .filter(|s| life_event.is_none_or(|e| e.said_by(s)))
             .map(|s| {
-                let st: HashSet<String> = content_terms(&s).into_iter().collect();
+                let st: HashSet<String> = content_terms(s).into_iter().collect();
                 terms.iter().filter(|t| st.contains(*t)).count()
             })
             .max()
             .unwrap_or(0);
         // A Chinese question resting on passages alone is answered only by a sentence
-        // that itself says most of it (character pairs, by weight; see han_overlap).
+        // that itself says most of it (character pairs, by weight; see han_overlap), in
+        // a passage that says the subject it opens with (a sentence may drop it).
         let on_passages = state.rests_on_passages(i) && state.sub_questions[i].edges.is_empty();
         let mut han_short = None;
         if has_evidence && on_passages && crate::text::han(&asked) {
             let pairs = crate::han_overlap::HanPairs::of(&asked, &terms, weight);
             if !pairs.is_empty() {
                 let pairs = &pairs;
+                // The subject may be said in another found chunk of the same document
+                // (its opening, where a later chunk drops it).
+                let leading_docs: HashSet<&str> = state
+                    .evidence
+                    .iter()
+                    .filter(|e| pairs.leads(&format!("{}\n{}", e.title, e.text)))
+                    .map(|e| e.doc_id.as_str())
+                    .collect();
                 let best = state
                     .evidence_of(i)
                     .iter()
+                    .filter(|e| leading_docs.contains(e.doc_id.as_str()))
                     .flat_map(|e| {
                         sentences(&e.text)
                             .into_iter()
@@ -764,8 +784,10 @@ pub(crate) fn judge(state: &mut State) {
             sq.doubt = Some(format!("{UNWRITTEN} {}", shown.join(", ")));
         } else if let Some(r) = &unsaid_relation {
             sq.doubt = Some(format!("{UNRELATED} “{}”", r.shown()));
+        } else if let (false, Some(e)) = (covered, life_untimed) {
+            sq.doubt = Some(format!("{UNTIMED} {}", e.shown()));
         } else if sq.doubt.as_deref().is_some_and(|d| {
-            [UNNAMED, UNSAID, UNWRITTEN, UNRELATED]
+            [UNNAMED, UNSAID, UNWRITTEN, UNRELATED, UNTIMED]
                 .iter()
                 .any(|p| d.starts_with(p))
         }) {
@@ -876,6 +898,9 @@ const UNNAMED: &str = "the evidence does not name";
 const UNWRITTEN: &str = "the evidence does not write the number the question states:";
 /// How the trace says that no evidence says the relation the question asks for.
 const UNRELATED: &str = "the evidence does not say the relation the question asks for:";
+/// How the trace says that no evidence sentence gives the time of the birth or death
+/// asked about.
+const UNTIMED: &str = "no evidence sentence gives the time of the";
 /// How the trace says that no sentence says most of a Chinese question.
 const UNSAID: &str = "no evidence sentence holds most of the question's character pairs";
 

@@ -344,7 +344,7 @@ static QUANTITY_ASKED: LazyLock<Regex> = LazyLock::new(|| {
         .expect("quantity asked")
 });
 static TIME_STATED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)\d{1,4}\s*[年月日号时点]|[一二三四五六七八九十]+月|\d{1,2}:\d{2}|\b1[0-9]{3}\b|\b20[0-9]{2}\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d|\d (?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*|昨天|今天|明天|上午|下午|凌晨")
+    Regex::new(r"(?i)\d{1,4}\s*[年月日号时点]|[一二三四五六七八九十]+月|\d{1,2}:\d{2}|\b1[0-9]{3}\b|\b20[0-9]{2}\b|\b(?:in|since|until|from|about|around|circa|c\.)\s+\d{3}\b|\b\d{1,4}\s*(?:AD|BC|BCE|CE)\b|\bAD\s*\d{1,4}\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d|\d (?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*|昨天|今天|明天|上午|下午|凌晨")
         .expect("time stated")
 });
 static QUANTITY_STATED: LazyLock<Regex> = LazyLock::new(|| {
@@ -353,16 +353,20 @@ static QUANTITY_STATED: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// The kind of answer `question` asks for, if its words say.
+///
+/// The first asking words say it: "How many stores are in the state where he lived when
+/// he died?" asks for a number, not a time. At one place, a day is more specific than a
+/// time ("which date" asks both).
 pub fn answer_kind(question: &str) -> Option<AnswerKind> {
-    if DAY_ASKED.is_match(question) {
-        Some(AnswerKind::Day)
-    } else if TIME_ASKED.is_match(question) {
-        Some(AnswerKind::Time)
-    } else if QUANTITY_ASKED.is_match(question) {
-        Some(AnswerKind::Quantity)
-    } else {
-        None
-    }
+    [
+        (&DAY_ASKED, AnswerKind::Day),
+        (&TIME_ASKED, AnswerKind::Time),
+        (&QUANTITY_ASKED, AnswerKind::Quantity),
+    ]
+    .into_iter()
+    .filter_map(|(re, kind)| re.find(question).map(|m| (m.start(), kind)))
+    .min_by_key(|(at, _)| *at)
+    .map(|(_, kind)| kind)
 }
 
 impl AnswerKind {
@@ -862,6 +866,21 @@ mod tests {
         assert!(answer_kind(q)
             .unwrap()
             .found_in("发布会于2021年5月12日举行。", q));
+        // The first asking words say what is asked, whatever a later clause says.
+        assert_eq!(
+            answer_kind("How many stores are in the state where he lived when he died?"),
+            Some(AnswerKind::Quantity)
+        );
+        assert_eq!(
+            answer_kind("When did the band with how many members form?"),
+            Some(AnswerKind::Time)
+        );
+        // A year of three digits after "in" is a time ("his death in 538").
+        let q = "When did Conall's father die?";
+        assert!(answer_kind(q)
+            .unwrap()
+            .found_in("The annals report his death in 538.", q));
+        assert!(answer_kind(q).unwrap().found_in("He died in 52 BC.", q));
     }
 
     #[test]

@@ -20,8 +20,10 @@ use dossier_llm::{ChatResponse, LlmError, ScriptedChat};
 
 const QUESTION: &str = "Who designed the Norport Harbour Bridge?";
 
-/// The bridge's page says when it opened and where it stands, never who designed it
-/// (the words of the question, not its answer); other pages make the words specific.
+/// The bridge's page says it was designed by the harbour office, when it opened and where
+/// it stands, and never names a designer: the rules see the question's words and its
+/// relation said with an agent, so only the model's judgement can tell the answer is
+/// not there. Other pages make the words specific.
 fn engine(dir: &std::path::Path) -> Engine {
     engine_with(dir, &[])
 }
@@ -37,7 +39,8 @@ fn engine_with(dir: &std::path::Path, extra: &[(&str, &str, &str)]) -> Engine {
         &docs,
         "bridge",
         "Bridges of the estuary",
-        "The Norport Harbour Bridge was designed for four lanes and opened in 1931. \
+        "The Norport Harbour Bridge was designed by the harbour office for four lanes and \
+         opened in 1931. \
          The harbour bridge at Norport spans the Vell estuary.",
     );
     for (id, title, text) in [
