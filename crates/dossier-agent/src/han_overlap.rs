@@ -86,6 +86,11 @@ impl HanPairs {
         }
     }
 
+    /// The pair the question opens with, if it opens with content.
+    pub(crate) fn leading(&self) -> Option<&str> {
+        self.leading.as_deref()
+    }
+
     /// Whether `text` holds the pair the question opens with (true when it opens with
     /// none). A Chinese question opens with what it asks about, and an answer says that
     /// subject: "圣保罗堂区成立于1824年" shares 堂区 and 成立 with "圣体堂区成立于哪年",

@@ -709,6 +709,7 @@ pub(crate) fn judge(state: &mut State) {
         // a passage that says the subject it opens with (a sentence may drop it).
         let on_passages = state.rests_on_passages(i) && state.sub_questions[i].edges.is_empty();
         let mut han_short = None;
+        let mut unopened = None;
         if has_evidence && on_passages && crate::text::han(&asked) {
             let pairs = crate::han_overlap::HanPairs::of(&asked, &terms, weight);
             if !pairs.is_empty() {
@@ -721,10 +722,16 @@ pub(crate) fn judge(state: &mut State) {
                     .filter(|e| pairs.leads(&format!("{}\n{}", e.title, e.text)))
                     .map(|e| e.doc_id.as_str())
                     .collect();
-                let best = state
+                let led: Vec<&crate::tools::Evidence> = state
                     .evidence_of(i)
-                    .iter()
+                    .into_iter()
                     .filter(|e| leading_docs.contains(e.doc_id.as_str()))
+                    .collect();
+                if led.is_empty() {
+                    unopened = pairs.leading().map(str::to_string);
+                }
+                let best = led
+                    .iter()
                     .flat_map(|e| {
                         sentences(&e.text)
                             .into_iter()
@@ -777,6 +784,8 @@ pub(crate) fn judge(state: &mut State) {
                     .collect::<Vec<_>>()
                     .join(", ")
             ));
+        } else if let (true, false, Some(opening)) = (has_evidence, covered, &unopened) {
+            sq.doubt = Some(format!("{UNOPENED} “{opening}”"));
         } else if let (true, false, Some(best)) = (has_evidence, covered, han_short) {
             sq.doubt = Some(format!("{UNSAID} (best {best:.2} < {:.2})", MIN_HAN_SHARE));
         } else if !numbers_ok {
@@ -787,7 +796,7 @@ pub(crate) fn judge(state: &mut State) {
         } else if let (false, Some(e)) = (covered, life_untimed) {
             sq.doubt = Some(format!("{UNTIMED} {}", e.shown()));
         } else if sq.doubt.as_deref().is_some_and(|d| {
-            [UNNAMED, UNSAID, UNWRITTEN, UNRELATED, UNTIMED]
+            [UNNAMED, UNOPENED, UNSAID, UNWRITTEN, UNRELATED, UNTIMED]
                 .iter()
                 .any(|p| d.starts_with(p))
         }) {
@@ -901,6 +910,8 @@ const UNRELATED: &str = "the evidence does not say the relation the question ask
 /// How the trace says that no evidence sentence gives the time of the birth or death
 /// asked about.
 const UNTIMED: &str = "no evidence sentence gives the time of the";
+/// How the trace says that no evidence document says what a Chinese question opens with.
+const UNOPENED: &str = "no evidence document says the subject the question opens with:";
 /// How the trace says that no sentence says most of a Chinese question.
 const UNSAID: &str = "no evidence sentence holds most of the question's character pairs";
 

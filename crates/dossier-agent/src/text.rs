@@ -123,6 +123,8 @@ fn push_sentence(out: &mut Vec<String>, s: &str) {
 
 /// Words that carry no evidence of their own in a question.
 const QUESTION_WORDS: &[&str] = &[
+    // The polite opening ("may I ask") asks nothing itself.
+    "请问",
     "的",
     "了",
     "吗",

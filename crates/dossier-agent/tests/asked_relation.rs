@@ -182,7 +182,8 @@ fn a_chinese_answer_comes_from_a_document_that_says_the_subject_the_question_ope
         "圣保罗堂区",
         "圣保罗堂区成立于1824年，是河口一带第一个新教堂会。",
     ));
-    abstains(&pages, question);
+    let doubt = abstains(&pages, question);
+    assert!(doubt.contains("“圣体”"), "{doubt}");
     pages.push((
         "corpus",
         "圣体堂区",

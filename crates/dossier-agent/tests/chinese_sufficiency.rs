@@ -1,8 +1,9 @@
 //! When Chinese evidence answers a Chinese question (issue 18, items 3 and 6), on real
 //! e5 stores:
 //! - a sentence that shares the question's characters one by one, but not its pairs
-//!   (an unknown name split into single characters, 班 · 杰), is no answer, and the
-//!   trace says why; the sentence that says it is;
+//!   (an unknown name split into single characters, 班 · 杰), is no answer, nor is a
+//!   document that does not say the subject the question opens with, and the trace says
+//!   why; the sentence that says it is;
 //! - a Latin fragment inside a Chinese passage ("（学名：Coronosauria）") is not a
 //!   passage in another language, so meaning cannot cover the question through it,
 //!   while a real English passage still can;
@@ -43,13 +44,20 @@ fn characters_shared_one_by_one_are_no_answer_and_the_pair_that_says_it_is() {
     let mut pages = others();
     pages.push(scattered);
     let engine = page_store(dir.path(), &pages);
-    let r = ask_with(&engine, &EngineTools::new(&engine), "班杰在哪里出生？");
-    let sq = &r.trace.sub_questions[0];
-    assert_eq!(r.status, AnswerStatus::InsufficientEvidence, "{}", r.answer);
-    assert!(!sq.covered && r.citations.is_empty());
-    assert!(!sq.evidence.is_empty(), "the scattered page was found");
-    let doubt = sq.doubt.as_deref().expect("the trace says why");
-    assert!(doubt.contains("character pairs"), "{doubt}");
+    // "请问" opens with no subject: the pairs alone say the page is no answer. Without
+    // it, the question opens with 班杰, which no found document says.
+    for (question, why) in [
+        ("请问班杰在哪里出生？", "character pairs"),
+        ("班杰在哪里出生？", "“班杰”"),
+    ] {
+        let r = ask_with(&engine, &EngineTools::new(&engine), question);
+        let sq = &r.trace.sub_questions[0];
+        assert_eq!(r.status, AnswerStatus::InsufficientEvidence, "{}", r.answer);
+        assert!(!sq.covered && r.citations.is_empty());
+        assert!(!sq.evidence.is_empty(), "the scattered page was found");
+        let doubt = sq.doubt.as_deref().expect("the trace says why");
+        assert!(doubt.contains(why), "{question}: {doubt}");
+    }
 
     let dir = tempfile::tempdir().unwrap();
     pages.push((
