@@ -246,6 +246,17 @@ fn says_with_agent(sentence: &str, stem: &str) -> bool {
         .filter(|w| !w.is_empty())
         .collect();
     let lower: Vec<String> = words.iter().map(|w| w.to_lowercase()).collect();
+    // Whether a name or a pronoun standing for one comes before each word (computed once:
+    // a sentence may repeat the verb).
+    let mut agent_before = Vec::with_capacity(words.len());
+    let mut seen = false;
+    for (p, w) in words.iter().enumerate() {
+        agent_before.push(seen);
+        seen = seen
+            || AGENT_PRONOUNS.contains(&lower[p].as_str())
+            || (w.chars().next().is_some_and(char::is_uppercase)
+                && (p > 0 || !NOT_A_NAME_START.contains(&lower[p].as_str())));
+    }
     lower.iter().enumerate().any(|(k, w)| {
         let Some(rest) = w.strip_prefix(stem) else {
             return false;
@@ -275,11 +286,7 @@ fn says_with_agent(sentence: &str, stem: &str) -> bool {
             .rposition(|p| !(p.ends_with("ly") || p == "co"));
         match before {
             Some(b) if BE.contains(&lower[b].as_str()) => false,
-            Some(_) => (0..k).any(|p| {
-                AGENT_PRONOUNS.contains(&lower[p].as_str())
-                    || (words[p].chars().next().is_some_and(char::is_uppercase)
-                        && (p > 0 || !NOT_A_NAME_START.contains(&lower[p].as_str())))
-            }),
+            Some(_) => agent_before[k],
             None => false,
         }
     })
@@ -470,5 +477,12 @@ mod tests {
         let long = format!("{} by who", "a".repeat(100_000) + "ed");
         let r = Relation::of(&long).unwrap();
         assert!(!r.said_by("\u{0}\u{301}"));
+        // A sentence repeating the verb is read once through, not once per repeat.
+        let r = Relation::of("The show was created by who?").unwrap();
+        assert!(!r.said_by(&"then created ".repeat(100_000)));
+        assert!(r.said_by(&format!(
+            "{}Watson created it.",
+            "then created ".repeat(100_000)
+        )));
     }
 }

@@ -26,7 +26,7 @@ pub(crate) struct HanPairs {
 /// Characters a question may open with that begin no subject: pronouns and
 /// demonstratives (他, 该, 此: the subject is named elsewhere), prepositions (在这次选举中,
 /// 于…) and the adverb 最 (最后, 最早).
-const OPENING_PRONOUNS: &[char] = &[
+const NO_SUBJECT_OPENINGS: &[char] = &[
     '他', '她', '它', '其', '该', '此', '这', '那', '本', '我', '你', '您', '上', '下', '前', '后',
     '在', '于', '从', '对', '当', '自', '据', '按', '由', '被', '把', '为', '向', '与', '和', '最',
 ];
@@ -69,7 +69,7 @@ impl HanPairs {
         let leading = first
             .filter(|&i| {
                 i + 1 < chars.len()
-                    && !OPENING_PRONOUNS.contains(&chars[i])
+                    && !NO_SUBJECT_OPENINGS.contains(&chars[i])
                     && crate::text::is_han(chars[i])
                     && crate::text::is_han(chars[i + 1])
                     && at[i] > 0.0
@@ -96,9 +96,10 @@ impl HanPairs {
     /// subject: "圣保罗堂区成立于1824年" shares 堂区 and 成立 with "圣体堂区成立于哪年",
     /// most of its pairs, and is about another parish.
     pub(crate) fn leads(&self, text: &str) -> bool {
+        // The pair is two Han characters, which have no case.
         self.leading
             .as_ref()
-            .is_none_or(|p| text.to_lowercase().contains(p.as_str()))
+            .is_none_or(|p| text.contains(p.as_str()))
     }
 
     /// Whether the question has any pair to look for.

@@ -691,13 +691,12 @@ pub(crate) fn judge(state: &mut State) {
             .iter()
             .flat_map(|t| sentences(t))
             .filter(|s| wanted.is_none_or(|k| k.found_in(s, &asked)))
+            .filter(|s| life_event.is_none_or(|e| e.said_by(s)))
             .collect();
-        let life_untimed = life_event.filter(|e| {
-            has_evidence && state.rests_on_passages(i) && !answering.iter().any(|s| e.said_by(s))
-        });
+        let life_untimed = life_event
+            .filter(|_| has_evidence && state.rests_on_passages(i) && answering.is_empty());
         let best_sentence = answering
             .iter()
-            .filter(|s| life_event.is_none_or(|e| e.said_by(s)))
             .map(|s| {
                 let st: HashSet<String> = content_terms(s).into_iter().collect();
                 terms.iter().filter(|t| st.contains(*t)).count()
@@ -719,7 +718,7 @@ pub(crate) fn judge(state: &mut State) {
                 let leading_docs: HashSet<&str> = state
                     .evidence
                     .iter()
-                    .filter(|e| pairs.leads(&format!("{}\n{}", e.title, e.text)))
+                    .filter(|e| pairs.leads(&e.title) || pairs.leads(&e.text))
                     .map(|e| e.doc_id.as_str())
                     .collect();
                 let led: Vec<&crate::tools::Evidence> = state

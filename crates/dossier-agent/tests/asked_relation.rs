@@ -14,7 +14,7 @@
 mod common;
 
 use common::{ask_by_words, page_store, SEASIDE_PAGES, SEASIDE_PAGES_ZH};
-use dossier_agent::AnswerStatus;
+use dossier_agent::{AnswerStatus, AskResponse};
 
 type Pages<'a> = [(&'a str, &'a str, &'a str)];
 
@@ -30,12 +30,14 @@ fn abstains(pages: &Pages, question: &str) -> String {
     sq.doubt.clone().unwrap_or_default()
 }
 
-/// Asks `question` of a store of `pages`: it is answered, saying `says`.
-fn answers(pages: &Pages, question: &str, says: &str) {
+/// Asks `question` of a store of `pages`: it is answered, saying `says`. Gives the
+/// response.
+fn answers(pages: &Pages, question: &str, says: &str) -> AskResponse {
     let dir = tempfile::tempdir().unwrap();
     let r = ask_by_words(&page_store(dir.path(), pages), question);
     assert_ne!(r.status, AnswerStatus::InsufficientEvidence, "{}", r.answer);
     assert!(r.answer.contains(says), "{}", r.answer);
+    r
 }
 
 #[test]
@@ -72,7 +74,12 @@ fn the_first_hop_without_the_asked_relation_is_no_answer() {
         "Harbour Lane",
         "Harbour Lane is an Australian soap opera created by Ned Ashby, first broadcast in 1985.",
     ));
-    answers(&pages, question, "Ned Ashby");
+    let r = answers(&pages, question, "Ned Ashby");
+    assert!(r
+        .trace
+        .sub_questions
+        .iter()
+        .all(|s| s.doubt.as_deref().is_none_or(|d| !d.contains("relation"))));
 }
 
 #[test]
