@@ -180,10 +180,26 @@ pub fn extractive(engine: &Engine, state: &State) -> Draft {
                 format!("「{}」：检索超时，未能核对相关文档（不代表没有相关规定）", sq.text)
             } else if timed_out {
                 format!("\"{}\": the search timed out; the documents could not be checked (this does not mean there are none)", sq.text)
-            } else if zh {
-                format!("「{}」：可见的证据不足以回答", sq.text)
             } else {
-                format!("\"{}\": the visible evidence is not sufficient", sq.text)
+                // Every refusal says why: the sufficiency decision's doubt, else the
+                // words judge's, else that nothing was found.
+                let reason = sq
+                    .fit
+                    .as_ref()
+                    .and_then(|f| f.doubt.as_ref().map(|d| d.say(f.slot, zh)))
+                    .or_else(|| sq.doubt.clone())
+                    .unwrap_or_else(|| {
+                        crate::sufficiency::Doubt::NoEvidence
+                            .say(crate::sufficiency::Slot::Thing, zh)
+                    });
+                if zh {
+                    format!("「{}」：可见的证据不足以回答（{reason}）", sq.text)
+                } else {
+                    format!(
+                        "\"{}\": the visible evidence is not sufficient ({reason})",
+                        sq.text
+                    )
+                }
             });
             continue;
         }
@@ -346,8 +362,14 @@ pub fn extractive(engine: &Engine, state: &State) -> Draft {
         };
         let mut scored: Vec<(usize, usize, Evidence, String)> = Vec::new();
         let mut rank_of: std::collections::HashMap<String, usize> = Default::default();
+        // Covered by the sufficiency decision: its sentences are the answer, whatever
+        // words they share (they may be in the other language).
+        let by_fit = sq.judged_by.as_deref() == Some("fit");
         // The pool is in reranked order ([`crate::rerank`]).
         for (pos, e) in state.evidence_of(i).into_iter().enumerate() {
+            if by_fit {
+                break;
+            }
             rank_of.insert(e.chunk_id.clone(), pos);
             let best = sentences(&e.text)
                 .into_iter()
@@ -547,7 +569,7 @@ fn query_text(state: &State, i: usize) -> String {
 }
 
 /// A line that reads as a heading: short, with no sentence punctuation.
-fn is_heading(s: &str) -> bool {
+pub(crate) fn is_heading(s: &str) -> bool {
     s.chars().count() < 24 && !s.contains(['。', '，', '；', '：', ',', '.', ';', ':'])
 }
 

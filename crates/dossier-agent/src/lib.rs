@@ -24,8 +24,10 @@
 pub mod answer;
 mod asked;
 pub mod budget;
+pub mod cases;
 pub mod conditions;
 pub mod extract;
+pub mod follow_up;
 mod han_overlap;
 pub mod inject;
 pub mod judge;
@@ -36,6 +38,7 @@ pub mod planner;
 pub mod reports;
 pub mod rerank;
 pub mod router;
+pub mod sufficiency;
 pub mod text;
 pub mod tools;
 pub mod verify;
@@ -59,7 +62,7 @@ pub use tools::{
 };
 
 /// The outcome of a question.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum AnswerStatus {
@@ -163,6 +166,38 @@ pub struct SubQuestionTrace {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub answer: Option<judge::ShortAnswer>,
     pub evidence: Vec<String>,
+    /// The sufficiency decision on the closest evidence sentence
+    /// ([`sufficiency::Decision`]): what is asked, the coverage, the closest sentence and
+    /// why it was not taken. Absent when no evidence was judged this way (a record or
+    /// graph answer, or nothing found).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fit: Option<Fit>,
+}
+
+/// See [`SubQuestionTrace::fit`]. A caller's trace shows only the slot the question
+/// asks for: everything else the decision read comes from cosines, whose digits move
+/// with every token of the question (another identifier's hash, say) and could be read
+/// as a signal about what the caller may not see — the isolation oracle compares whole
+/// responses (as the rerank trace shows the order, not the fusion scores). The rest is
+/// for evaluation (`dossier eval --ask --per-question`) and the process's own use.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Fit {
+    pub slot: sufficiency::Slot,
+    #[serde(skip)]
+    pub coverage: sufficiency::Coverage,
+    /// The decision's confidence, 0..=1.
+    #[serde(skip)]
+    pub confidence: f32,
+    #[serde(skip)]
+    pub features: Option<sufficiency::Features>,
+    /// The closest sentence and its chunk.
+    #[serde(skip)]
+    pub sentence: Option<String>,
+    #[serde(skip)]
+    pub chunk_id: Option<String>,
+    #[serde(skip)]
+    pub doubt: Option<sufficiency::Doubt>,
 }
 
 /// Trajectory metrics that must stay zero (see BENCHMARKS.md).
@@ -383,6 +418,8 @@ pub struct SubQuestion {
     pub by_meaning: Vec<(String, String, f32)>,
     /// See [`SubQuestionTrace::answer`].
     pub answer: Option<judge::ShortAnswer>,
+    /// See [`SubQuestionTrace::fit`].
+    pub fit: Option<Fit>,
 }
 
 impl State {
@@ -444,6 +481,31 @@ const MEANING_CHUNKS: usize = 6;
 const MEANING_SENTENCES: usize = 40;
 /// Sentences embedded at a time when checking a covered sub-question against the floor.
 const MEANING_BATCH: usize = 8;
+/// Evidence chunks, and sentences in all, the sufficiency decision reads per
+/// sub-question.
+const FIT_CHUNKS: usize = 6;
+const FIT_SENTENCES: usize = 60;
+
+/// What an answer quotes of candidate `k` of a fit pool (chunk, title, sentence, doc):
+/// the sentence, then the sentences of the same passage that continue it — up to four
+/// items of the list a sentence ending in a colon opens (a policy's tiers, a runbook's
+/// steps), or else the next sentence when it too fills the asked slot (a rule's
+/// condition and its consequence are often two sentences).
+fn quote_from(
+    pool: &[(String, String, String, String)],
+    k: usize,
+    slot: sufficiency::Slot,
+) -> Vec<String> {
+    let (chunk, _, sentence, _) = &pool[k];
+    let mut out = vec![sentence.clone()];
+    let same = |j: usize| pool.get(j).filter(|p| &p.0 == chunk).map(|p| p.2.clone());
+    if sentence.trim_end().ends_with([':', '：']) {
+        out.extend((k + 1..k + 5).map_while(same));
+    } else if let Some(next) = same(k + 1).filter(|n| sufficiency::fills(slot, n)) {
+        out.push(next);
+    }
+    out
+}
 
 /// Computes the conclusions from the evidence so far, and marks a sub-question covered
 /// when its words are in the evidence (`terms`) or a clause of its evidence was decided
@@ -564,6 +626,7 @@ impl<'a> Agent<'a> {
                     doubt: None,
                     by_meaning: vec![],
                     answer: None,
+                    fit: None,
                 })
                 .collect(),
             entities: vec![],
@@ -795,6 +858,7 @@ impl<'a> Agent<'a> {
             }
         }
         let rerank = self.rerank(&mut state, model, &mut budget);
+        self.judge_by_fit(&mut state);
         if let Some(m) = model {
             self.judge_by_model(&mut state, m, &mut budget);
         }
@@ -1005,6 +1069,7 @@ impl<'a> Agent<'a> {
                         doubt: s.doubt.clone(),
                         answer: s.answer.clone(),
                         evidence: s.evidence.clone(),
+                        fit: s.fit.clone(),
                     })
                     .collect(),
                 steps: state.steps,
@@ -1240,6 +1305,109 @@ impl<'a> Agent<'a> {
                 sq.judged_by = Some("meaning".into());
                 sq.by_meaning = close;
             }
+        }
+    }
+
+    /// The sufficiency decision ([`sufficiency::Decision::CHOSEN`]) on the sentences of
+    /// each sub-question's best passages, in the pool's final order, for every
+    /// sub-question that rests on passages and the words judge left uncovered: it may
+    /// cover it, and it says why not. (A covered one is not judged again: embedding its
+    /// sentences would change nothing a caller sees.)
+    fn judge_by_fit(&self, state: &mut State) {
+        for i in 0..state.sub_questions.len() {
+            if state.sub_questions[i].covered
+                || !state.rests_on_passages(i)
+                || !state.sub_questions[i].edges.is_empty()
+            {
+                continue;
+            }
+            let question = sufficiency::Question::new(&state.sub_questions[i].text);
+            let evidence = state.evidence_of(i);
+            // Per document, its title and every found passage of it, and the documents
+            // in the pool's order.
+            let mut documents: BTreeMap<&str, String> = BTreeMap::new();
+            let mut doc_order: Vec<&str> = Vec::new();
+            for e in &evidence {
+                let d = documents.entry(e.doc_id.as_str()).or_insert_with(|| {
+                    doc_order.push(&e.doc_id);
+                    e.title.clone()
+                });
+                d.push('\n');
+                d.push_str(&e.text);
+            }
+            let pool: Vec<(String, String, String, String)> = evidence
+                .iter()
+                .take(FIT_CHUNKS)
+                .flat_map(|e| {
+                    text::sentences(&e.text)
+                        .into_iter()
+                        .filter(|s| {
+                            // A question (a chat line asking) or a heading states no
+                            // answer, however close it is to the question.
+                            let n = s.chars().count();
+                            (4..=400).contains(&n)
+                                && !text::looks_like_instruction(s)
+                                && !s.trim_end().ends_with(['?', '？'])
+                                && !answer::is_heading(s)
+                        })
+                        .map(|s| (e.chunk_id.clone(), e.title.clone(), s, e.doc_id.clone()))
+                        .collect::<Vec<_>>()
+                })
+                .take(FIT_SENTENCES)
+                .collect();
+            let shown: Vec<String> = pool
+                .iter()
+                .map(|(_, title, s, _)| format!("{title}\n{s}"))
+                .collect();
+            let refs: Vec<&str> = shown.iter().map(String::as_str).collect();
+            let query = planner::query_of(state, i);
+            let sims = if refs.is_empty() {
+                None
+            } else {
+                self.tools.similarity(&state.scope, &query, &refs)
+            };
+            let candidates: Vec<sufficiency::Candidate> = pool
+                .iter()
+                .enumerate()
+                .map(|(k, (_, title, s, doc))| sufficiency::Candidate {
+                    document_rank: doc_order
+                        .iter()
+                        .position(|d| d == doc)
+                        .unwrap_or(usize::MAX),
+                    sentence: s,
+                    title,
+                    document: documents.get(doc.as_str()).map_or("", String::as_str),
+                    similarity: sims.as_ref().map(|v| v[k]),
+                })
+                .collect();
+            let v = sufficiency::Decision::CHOSEN.judge(&question, &candidates);
+            let picked = v.best.map(|k| &pool[k]);
+            // The decision covers what the words judge left uncovered only where the
+            // embedder's scale is known (its cosines are what the thresholds read).
+            // (The floor itself is English-only; its existence says the model is e5.)
+            let scale_known = self.tools.answer_floor(false).is_some();
+            let sq = &mut state.sub_questions[i];
+            if let (true, sufficiency::Coverage::Covered, Some(k)) =
+                (scale_known, v.coverage, v.best)
+            {
+                sq.covered = true;
+                sq.judged_by = Some("fit".into());
+                sq.doubt = None;
+                let sim = sims.as_ref().map_or(0.0, |v| v[k]);
+                sq.by_meaning = quote_from(&pool, k, question.slot)
+                    .into_iter()
+                    .map(|s| (pool[k].0.clone(), s, sim))
+                    .collect();
+            }
+            sq.fit = Some(Fit {
+                slot: question.slot,
+                coverage: v.coverage,
+                confidence: v.confidence,
+                features: v.features,
+                sentence: picked.map(|p| p.2.clone()),
+                chunk_id: picked.map(|p| p.0.clone()),
+                doubt: v.doubt,
+            });
         }
     }
 
@@ -1536,6 +1704,7 @@ impl<'a> Agent<'a> {
                         doubt: None,
                         answer: None,
                         evidence: vec![],
+                        fit: None,
                     })
                     .collect(),
                 steps: state.steps,

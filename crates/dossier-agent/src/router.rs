@@ -122,6 +122,19 @@ const THEME_WORDS: &[&str] = &[
     "major ",
 ];
 
+/// Whether `text` says `word`: a Latin word only where a word starts ("the domain
+/// password" does not say "main "); Chinese words anywhere (no spaces mark words).
+fn says_word(text: &str, word: &str) -> bool {
+    let latin = word.starts_with(|c: char| c.is_ascii_alphabetic());
+    text.match_indices(word).any(|(at, _)| {
+        !latin
+            || !text[..at]
+                .chars()
+                .next_back()
+                .is_some_and(char::is_alphanumeric)
+    })
+}
+
 /// Classifies a question. `records` are the `table/key` records it names; `entities`
 /// the (non-document) entities of the caller's graph it names; `documents` the
 /// documents it names by title; `requested_global` when the caller asked for
@@ -152,7 +165,7 @@ pub fn route(
             reason: "nothing in the question can be searched for".into(),
         };
     }
-    let theme = THEME_WORDS.iter().find(|w| lower.contains(*w));
+    let theme = THEME_WORDS.iter().find(|w| says_word(&lower, w));
     if let Some(w) = theme {
         // "The main business of <a company with its own page>" asks about that page.
         if identifiers(question).is_empty() && entities.len() <= 1 && documents.is_empty() {
@@ -162,7 +175,7 @@ pub fn route(
             };
         }
     }
-    let relation = RELATION_WORDS.iter().find(|w| lower.contains(*w));
+    let relation = RELATION_WORDS.iter().find(|w| says_word(&lower, w));
     if !entities.is_empty() && (relation.is_some() || entities.len() >= 2) {
         return Route {
             class: RouteClass::Relation,
@@ -257,5 +270,27 @@ mod tests {
             RouteClass::OutOfScope.budget(&Budget::default()).max_steps,
             0
         );
+    }
+
+    #[test]
+    fn a_theme_word_inside_another_word_is_not_one() {
+        let r = route(
+            "whats the minimum length for a new domain password?",
+            &[],
+            &[],
+            &[],
+            false,
+        );
+        assert_ne!(r.class, RouteClass::Global, "{}", r.reason);
+        let r = route(
+            "What are the main reliability themes?",
+            &[],
+            &[],
+            &[],
+            false,
+        );
+        assert_eq!(r.class, RouteClass::Global);
+        let r = route("这些事故的主要原因有哪些？", &[], &[], &[], false);
+        assert_eq!(r.class, RouteClass::Global);
     }
 }

@@ -8,11 +8,14 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 static IDENT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?:^|[^A-Za-z0-9_-])([A-Za-z]{1,5}-?[0-9]{1,6})(?:$|[^A-Za-z0-9_])")
+    Regex::new(
+        r"(?:^|[^A-Za-z0-9_-])([A-Za-z]{1,5}-?[0-9]{1,8}(?:[-_/][0-9]{1,8}|[-_][A-Za-z][A-Za-z0-9]{0,7})*)(?:$|[^A-Za-z0-9_])",
+    )
         .expect("identifier pattern")
 });
 
-/// Identifiers such as `A123`, `P-204`, `E-1`, `C-1001`, `CHG-1093`, in order of
+/// Identifiers such as `A123`, `P-204`, `E-1`, `C-1001`, `CHG-1093`, and keys of
+/// several parts (`HS-260318-007`, `INC-2026-0042`, `PO-17_B`), in order of
 /// appearance, each once.
 pub fn identifiers(text: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
@@ -912,6 +915,11 @@ mod tests {
             vec!["CHG-1093", "INC-4821"]
         );
         assert!(identifiers("pay-gw depends on risk-engine").is_empty());
+        // Keys of several parts are one identifier, not their first part.
+        assert_eq!(
+            identifiers("HS-260318-007 这票晚到了；INC-2026-0042 and PO-17_B, then A1."),
+            vec!["HS-260318-007", "INC-2026-0042", "PO-17_B", "A1"]
+        );
     }
 
     #[test]

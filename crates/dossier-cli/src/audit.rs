@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use clap::Subcommand;
 use dossier_server::audit::{query_of, AuditParams};
 use dossier_store::{AuditEntry, CatalogBackend, Store, StoreLocation, FORMAT_VERSION};
@@ -22,11 +22,17 @@ pub struct AuditArgs {
 
 #[derive(Subcommand)]
 pub enum AuditAction {
-    /// Delete the entries (and the traces kept with them) older than the retention.
+    /// Export, then delete, the entries (and the traces kept with them) older than the
+    /// retention — the server's policy (`dossier serve` does the same every minute).
     Prune {
         /// Keep this many days (what `dossier serve --audit-retention-days` keeps).
         #[arg(long, default_value_t = dossier_server::DEFAULT_AUDIT_RETENTION_DAYS)]
         retention_days: u32,
+        /// Where the deleted entries are written first, one JSONL file a run
+        /// (default: `audit-export/` in an embedded store's directory, or in the
+        /// current directory for a PostgreSQL store).
+        #[arg(long)]
+        export_dir: Option<std::path::PathBuf>,
     },
 }
 
@@ -82,19 +88,43 @@ fn open(location: &StoreLocation) -> Result<Arc<dyn CatalogBackend>> {
 }
 
 pub fn run(location: &StoreLocation, args: &AuditArgs, json: bool) -> Result<ExitCode> {
-    if let Some(AuditAction::Prune { retention_days }) = &args.action {
+    if let Some(AuditAction::Prune {
+        retention_days,
+        export_dir,
+    }) = &args.action
+    {
         if *retention_days == 0 {
             bail!("--retention-days 0 keeps every entry: nothing to prune");
         }
         let catalog = open(location)?;
-        let pruned = dossier_server::audit::prune(catalog.as_ref(), *retention_days)?;
+        let export_dir = export_dir.clone().unwrap_or_else(|| match location {
+            StoreLocation::Dir(d) => d.join("audit-export"),
+            StoreLocation::Postgres { .. } => std::path::PathBuf::from("audit-export"),
+        });
+        let policy = dossier_server::audit::Retention {
+            days: *retention_days,
+            max_entries: 0,
+            export_dir: Some(export_dir),
+        };
+        let done = dossier_server::audit::retain(catalog.as_ref(), &policy, chrono::Utc::now())
+            .map_err(|e| anyhow!("pruning the audit log: {e}"))?;
+        let pruned = &done.pruned;
         if json {
-            crate::print_json(&pruned)?;
+            crate::print_json(&serde_json::json!({
+                "entries": pruned.entries,
+                "traces": pruned.traces,
+                "busy": pruned.busy,
+                "exported": done.exported,
+                "file": done.file,
+            }))?;
         } else if pruned.busy {
             println!("another process is pruning the audit log; nothing done");
         } else {
+            let file = done.file.as_ref().map_or(String::new(), |f| {
+                format!(" (exported first to {})", f.display())
+            });
             println!(
-                "{} audit entries and {} traces older than {retention_days} days deleted",
+                "{} audit entries and {} traces older than {retention_days} days deleted{file}",
                 pruned.entries, pruned.traces
             );
         }

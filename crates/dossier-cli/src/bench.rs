@@ -267,7 +267,8 @@ fn generate(engine: &Engine, a: &SyntheticArgs, embedder: &dyn Embedder) -> Resu
     let docs = a.chunks.div_ceil(a.chunks_per_doc);
     let catalog = engine.store().catalog();
     let mut batch = CommitBatch {
-        principals: principals(a.tenants),
+        principals: dossier_engine::dossier_store::principals::by_operator(principals(a.tenants))
+            .map_err(|e| anyhow::anyhow!("{e}"))?,
         ..Default::default()
     };
     let mut made = 0usize;

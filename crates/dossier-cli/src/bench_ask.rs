@@ -79,12 +79,15 @@ fn load(engine: &Engine, a: &AskBenchArgs) -> Result<Vec<Q>> {
             engine
                 .store()
                 .commit(dossier_engine::dossier_store::catalog::CommitBatch {
-                    principals: vec![Principal {
-                        id: "eval".into(),
-                        tenant: tenant.into(),
-                        groups: vec![],
-                        kbs: None,
-                    }],
+                    principals: dossier_engine::dossier_store::principals::by_operator([
+                        Principal {
+                            id: "eval".into(),
+                            tenant: tenant.into(),
+                            groups: vec![],
+                            kbs: None,
+                        },
+                    ])
+                    .map_err(|e| anyhow::anyhow!("{e}"))?,
                     ..Default::default()
                 })?;
             eprintln!("added principal `eval` (tenant {tenant}) to the store");

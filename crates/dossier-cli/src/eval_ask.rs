@@ -550,6 +550,10 @@ pub struct Outcome {
     /// model's judgement), for error analysis.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub doubts: Vec<String>,
+    /// Per sub-question: what covered it (`judged_by`) and the sufficiency decision's
+    /// features and confidence (`fit`), the data its thresholds are chosen on.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fits: Vec<serde_json::Value>,
     /// Distinct cited passages (document ids), in mark order.
     pub cited: Vec<String>,
     pub gold_ids: Vec<String>,
@@ -751,6 +755,7 @@ fn score(q: &Question, resp: std::result::Result<AskResponse, String>, ms: f64) 
         answer: String::new(),
         short_answer: None,
         doubts: vec![],
+        fits: vec![],
         cited: vec![],
         gold_ids: q.gold_ids.clone(),
         answers: q.answers.clone(),
@@ -793,6 +798,26 @@ fn score(q: &Question, resp: std::result::Result<AskResponse, String>, ms: f64) 
         .sub_questions
         .iter()
         .filter_map(|s| s.doubt.clone())
+        .collect();
+    o.fits = r
+        .trace
+        .sub_questions
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "judged_by": s.judged_by,
+                "covered": s.covered,
+                "fit": s.fit.as_ref().map(|f| serde_json::json!({
+                    "slot": f.slot,
+                    "coverage": f.coverage,
+                    "confidence": f.confidence,
+                    "features": f.features,
+                    "sentence": f.sentence,
+                    "chunk_id": f.chunk_id,
+                    "doubt": f.doubt,
+                })),
+            })
+        })
         .collect();
     for c in &r.citations {
         if !o.cited.contains(&c.doc_id) {

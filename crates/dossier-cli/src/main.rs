@@ -8,6 +8,7 @@ mod bench_embed;
 mod bench_graph;
 mod eval_agent;
 mod eval_ask;
+mod eval_cases;
 mod migrate;
 mod review;
 mod serve;
@@ -67,7 +68,14 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Ingest files and directories (Markdown, text, HTML, corpus JSONL, record tables, principals).
-    Ingest { paths: Vec<PathBuf> },
+    Ingest {
+        paths: Vec<PathBuf>,
+        /// A document (a file, or one corpus line) that would make more chunks than this
+        /// is refused whole and reported, never indexed in part (default 5000, about 5 MB
+        /// of prose).
+        #[arg(long, value_name = "N")]
+        max_chunks_per_document: Option<usize>,
+    },
     /// Remove DOC (all versions) or DOC@VERSION and everything derived from it.
     Delete {
         spec: String,
@@ -105,7 +113,9 @@ enum Command {
         action: GraphAction,
     },
     /// Retrieval evaluation on a dataset directory (corpus.jsonl + questions.jsonl);
-    /// with --ask, answer-level evaluation of the ask agent.
+    /// with --ask, answer-level evaluation of the ask agent. With --ask on a case
+    /// directory (cases.yaml beside docs/, principals.yaml, records/): every case
+    /// checked, figures by kind and language.
     Eval {
         dataset: PathBuf,
         /// bm25, vector, hybrid, graph, local, global, drift, or all (every search
@@ -296,40 +306,206 @@ enum IndexAction {
     List,
 }
 
-/// A progress bar on a terminal, nothing when piped.
-struct Bar(Option<indicatif::ProgressBar>);
+/// Progress of long work on stderr: a bar on a terminal; anywhere else (a log file, a
+/// pipe, a service's journal) a plain line, so that a log shows the work going on:
+/// `ingest: embedding 1200/12000 chunks (10%), 35 s`. A plain line comes at each tenth
+/// of the work, and every [`PLAIN_EVERY`] while a stage runs (a stage of unknown size,
+/// such as parsing, gets only these), but none before the stage has run
+/// `DOSSIER_PROGRESS_AFTER` seconds ([`PLAIN_AFTER`] by default; 0 for from its
+/// start), so short runs print nothing. A stage that printed a line ends with a `done`
+/// line.
+struct Bar {
+    /// What the lines open with (`ingest`).
+    label: &'static str,
+    /// What the work is counted in (`chunks`), or nothing.
+    unit: &'static str,
+    bar: Option<indicatif::ProgressBar>,
+    plain: Option<Plain>,
+}
+
+/// Plain lines at most this far apart while a stage runs.
+const PLAIN_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+/// No plain line before a stage has run this long (`DOSSIER_PROGRESS_AFTER`).
+const PLAIN_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// One stage's plain lines: the state both the worker and the clock thread print from.
+struct Plain {
+    state: Arc<std::sync::Mutex<PlainState>>,
+    /// Dropped to stop the clock thread.
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    clock: Option<std::thread::JoinHandle<()>>,
+}
+
+struct PlainState {
+    label: &'static str,
+    unit: &'static str,
+    stage: String,
+    total: u64,
+    done: u64,
+    started: std::time::Instant,
+    after: std::time::Duration,
+    /// When the last line was printed, and the tenth of the work it showed.
+    last: Option<(std::time::Instant, u64)>,
+}
+
+impl PlainState {
+    fn line(&mut self) {
+        let secs = self.started.elapsed().as_secs();
+        let unit = if self.unit.is_empty() { "" } else { " " };
+        match (self.done.min(self.total) * 100).checked_div(self.total) {
+            None => eprintln!("{}: {}, {secs} s", self.label, self.stage),
+            Some(pct) => eprintln!(
+                "{}: {} {}/{}{unit}{} ({pct}%), {secs} s",
+                self.label, self.stage, self.done, self.total, self.unit
+            ),
+        }
+        self.last = Some((std::time::Instant::now(), self.tenth()));
+    }
+
+    fn tenth(&self) -> u64 {
+        match self.total {
+            0 => 0,
+            t => self.done.min(t) * 10 / t,
+        }
+    }
+
+    fn due(&self, now: std::time::Instant) -> bool {
+        if now.duration_since(self.started) < self.after {
+            return false;
+        }
+        match self.last {
+            None => true,
+            Some((at, tenth)) => self.tenth() > tenth || now.duration_since(at) >= PLAIN_EVERY,
+        }
+    }
+}
 
 impl Bar {
     fn new() -> Bar {
-        Bar(None)
+        Bar::named("dossier", "")
+    }
+
+    fn named(label: &'static str, unit: &'static str) -> Bar {
+        Bar {
+            label,
+            unit,
+            bar: None,
+            plain: None,
+        }
+    }
+
+    /// Ends the plain lines of the stage under way, with a `done` line if it printed.
+    fn end_plain(&mut self) {
+        let Some(mut p) = self.plain.take() else {
+            return;
+        };
+        drop(p.stop.take());
+        if let Some(clock) = p.clock.take() {
+            let _ = clock.join();
+        }
+        let s = p.state.lock().unwrap_or_else(|e| e.into_inner());
+        if s.last.is_some() {
+            let secs = s.started.elapsed().as_secs();
+            match s.total {
+                0 => eprintln!("{}: {} done, {secs} s", s.label, s.stage),
+                t => eprintln!(
+                    "{}: {} done, {}/{t}{}{}, {secs} s",
+                    s.label,
+                    s.stage,
+                    s.done,
+                    if s.unit.is_empty() { "" } else { " " },
+                    s.unit
+                ),
+            }
+        }
     }
 }
 
 impl Progress for Bar {
     fn start(&mut self, stage: &str, total: u64) {
-        if !std::io::stderr().is_terminal() || total == 0 {
+        self.end_plain();
+        if std::io::stderr().is_terminal() {
+            if total == 0 {
+                return;
+            }
+            let pb = indicatif::ProgressBar::new(total);
+            pb.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{msg:>14} [{bar:40}] {pos}/{len} {per_sec} eta {eta}",
+                )
+                .expect("static template")
+                .progress_chars("=> "),
+            );
+            pb.set_message(stage.to_string());
+            self.bar = Some(pb);
             return;
         }
-        let pb = indicatif::ProgressBar::new(total);
-        pb.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{msg:>14} [{bar:40}] {pos}/{len} {per_sec} eta {eta}",
-            )
-            .expect("static template")
-            .progress_chars("=> "),
-        );
-        pb.set_message(stage.to_string());
-        self.0 = Some(pb);
+        let after = std::env::var("DOSSIER_PROGRESS_AFTER")
+            .ok()
+            .and_then(|s| s.trim().parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map_or(PLAIN_AFTER, std::time::Duration::from_secs_f64);
+        let state = Arc::new(std::sync::Mutex::new(PlainState {
+            label: self.label,
+            unit: self.unit,
+            stage: stage.to_string(),
+            total,
+            done: 0,
+            started: std::time::Instant::now(),
+            after,
+            last: None,
+        }));
+        // The clock prints while the work does not advance: a long embedding call, a
+        // slow file, a stage of unknown size.
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let shared = Arc::clone(&state);
+        let clock = std::thread::Builder::new()
+            .name("progress".into())
+            .spawn(move || {
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                    stopped.recv_timeout(std::time::Duration::from_secs(1))
+                {
+                    let mut s = shared.lock().unwrap_or_else(|e| e.into_inner());
+                    let now = std::time::Instant::now();
+                    let quiet = s.last.map_or(now.duration_since(s.started), |(at, _)| {
+                        now.duration_since(at)
+                    });
+                    if s.due(now) && (s.last.is_none() || quiet >= PLAIN_EVERY) {
+                        s.line();
+                    }
+                }
+            })
+            .ok();
+        self.plain = Some(Plain {
+            state,
+            stop: Some(stop),
+            clock,
+        });
     }
     fn advance(&mut self, n: u64) {
-        if let Some(pb) = &self.0 {
+        if let Some(pb) = &self.bar {
             pb.inc(n);
+        }
+        if let Some(p) = &self.plain {
+            let mut s = p.state.lock().unwrap_or_else(|e| e.into_inner());
+            s.done += n;
+            let before = s.last.map(|(_, t)| t);
+            if s.total > 0 && s.due(std::time::Instant::now()) && before != Some(s.tenth()) {
+                s.line();
+            }
         }
     }
     fn finish(&mut self) {
-        if let Some(pb) = self.0.take() {
+        if let Some(pb) = self.bar.take() {
             pb.finish_and_clear();
         }
+        self.end_plain();
+    }
+}
+
+impl Drop for Bar {
+    fn drop(&mut self) {
+        self.end_plain();
     }
 }
 
@@ -637,12 +813,21 @@ fn main() -> ExitCode {
 
 fn run(cli: &Cli) -> Result<ExitCode> {
     match &cli.command {
-        Command::Ingest { paths } => {
+        Command::Ingest {
+            paths,
+            max_chunks_per_document,
+        } => {
             if paths.is_empty() {
                 bail!("nothing to ingest: name files or directories");
             }
-            let engine = open_with(store_location(cli), cli)?;
-            let report = engine.ingest(paths, &mut Bar::new())?;
+            if *max_chunks_per_document == Some(0) {
+                bail!("--max-chunks-per-document must be at least 1");
+            }
+            let mut engine = open_with(store_location(cli), cli)?;
+            if let Some(n) = *max_chunks_per_document {
+                engine.options_mut().max_chunks_per_document = n;
+            }
+            let report = engine.ingest(paths, &mut Bar::named("ingest", "chunks"))?;
             // Commits left their vectors in the index's tail; link them now, so that
             // the next process opens a complete index (a server does this in the
             // background instead).
@@ -734,6 +919,13 @@ fn run(cli: &Cli) -> Result<ExitCode> {
                         c.doc_id, c.version, c.conflicts_with, c.reason
                     );
                 }
+                if resp.conflicts_total > resp.conflicts.len() {
+                    println!(
+                        "… {} more conflicts ({} in all)",
+                        resp.conflicts_total - resp.conflicts.len(),
+                        resp.conflicts_total
+                    );
+                }
                 if let Some(g) = &resp.subgraph {
                     print_edges(&g.edges);
                 }
@@ -783,6 +975,17 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             };
             let dir = location.shown();
             let engine = open_with(location, cli)?;
+            if *ask && eval_cases::is_case_dir(dataset) {
+                let llm = ask::Llm::connect(llm, llm_model)?;
+                return eval_cases::main(
+                    &engine,
+                    dataset,
+                    *limit,
+                    llm.model.as_deref(),
+                    cli.json,
+                    &mut Bar::new(),
+                );
+            }
             if *ask {
                 let opts = eval_ask::AskEvalOptions {
                     limit: *limit,

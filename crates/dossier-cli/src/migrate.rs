@@ -426,7 +426,10 @@ fn copy(
     }
     for part in src.principals()?.chunks(ROW_BATCH) {
         dst.commit(CommitBatch {
-            principals: part.to_vec(),
+            // The one principal rule, as the operator: ids a store took before the
+            // rule tightened (a tenant that is a path) stop the migration by name.
+            principals: dossier_store::principals::by_operator(part.to_vec())
+                .map_err(|e| anyhow::anyhow!("principals: {e}"))?,
             ..CommitBatch::default()
         })?;
         commits += 1;
@@ -701,6 +704,7 @@ mod tests {
     use super::*;
     use dossier_core::review::{Decision, ModelCandidate, Subject, Verdict};
     use dossier_core::{Chunk, DocKind, DocumentVersion, Principal, RecordRow, RecordSchema};
+    use dossier_store::principals::by_operator;
     use dossier_store::Catalog;
 
     struct Quiet;
@@ -786,12 +790,13 @@ mod tests {
                     fields,
                 }],
             )],
-            principals: vec![Principal {
+            principals: by_operator([Principal {
                 id: "u".into(),
                 tenant: "t".into(),
                 groups: vec!["g".into()],
                 kbs: None,
-            }],
+            }])
+            .unwrap(),
             decisions: vec![Decision {
                 id: subject.id("t"),
                 tenant: "t".into(),
@@ -881,7 +886,9 @@ mod tests {
         .unwrap();
         changed.vectors[1][2] = f32::from_bits((-1.0f32).to_bits() ^ 1);
         let mut batch = rest();
-        batch.principals[0].groups.push("h".into());
+        let mut p = batch.principals[0].principal().clone();
+        p.groups.push("h".into());
+        batch.principals = by_operator([p]).unwrap();
         batch.documents = vec![changed];
         b.commit(batch).unwrap();
         assert_eq!(equal_kinds(&a, &b), ["chunks", "principals"]);
@@ -924,6 +931,7 @@ mod tests {
             meta: doc("t", "a", "1", 0).meta,
             dv: 0,
             seqs: (0..n as u64).collect(),
+            sketch: vec![],
         };
         let many: Vec<DocEntry> = (0..DOC_BATCH + 3).map(|_| entry(1)).collect();
         assert_eq!(batch_len(&many), DOC_BATCH);

@@ -118,6 +118,31 @@ pub struct ServeArgs {
     /// many days are deleted; 0 keeps them forever.
     #[arg(long, default_value_t = dossier_server::DEFAULT_AUDIT_RETENTION_DAYS)]
     audit_retention_days: u32,
+    /// At most this many audit entries are kept; older ones are exported, then
+    /// deleted. 0: no cap.
+    #[arg(long, default_value_t = dossier_server::DEFAULT_AUDIT_MAX_ENTRIES)]
+    audit_max_entries: usize,
+    /// Where audit entries are written (JSONL) before they are deleted (default:
+    /// `audit-export/` in the store).
+    #[arg(long)]
+    audit_export_dir: Option<PathBuf>,
+    /// A request's head must arrive within this many milliseconds of its first byte.
+    #[arg(long, default_value_t = 10_000)]
+    header_timeout_ms: u64,
+    /// A request's body must arrive within this many milliseconds (else 408).
+    #[arg(long, default_value_t = 30_000)]
+    body_timeout_ms: u64,
+    /// A connection with no request running and nothing sent or received for this many
+    /// milliseconds is closed.
+    #[arg(long, default_value_t = 60_000)]
+    idle_timeout_ms: u64,
+    /// Open connections in all (lowered at start below the descriptor limit).
+    #[arg(long, default_value_t = 10_000)]
+    max_connections: usize,
+    /// Open connections from one IP address (0: no cap; behind a proxy every client
+    /// has the proxy's address).
+    #[arg(long, default_value_t = 256)]
+    max_connections_per_address: usize,
 }
 
 pub fn run(engine: Engine, args: &ServeArgs) -> Result<ExitCode> {
@@ -171,6 +196,17 @@ pub fn run(engine: Engine, args: &ServeArgs) -> Result<ExitCode> {
         follow_interval: Duration::from_millis(args.follow_ms.max(10)),
         audit_questions: args.audit_questions,
         audit_retention_days: args.audit_retention_days,
+        audit_max_entries: args.audit_max_entries,
+        audit_export_dir: args.audit_export_dir.clone(),
+        connections: dossier_server::ConnectionLimits {
+            header_read_timeout: Duration::from_millis(args.header_timeout_ms.max(1)),
+            body_read_timeout: Duration::from_millis(args.body_timeout_ms.max(1)),
+            idle_timeout: Duration::from_millis(args.idle_timeout_ms.max(1)),
+            max_connections: args.max_connections.max(1),
+            max_connections_per_address: args.max_connections_per_address,
+            ..Default::default()
+        },
+        ..ServerConfig::default()
     };
     // Kept alive for as long as the server runs (a local model server stops with it).
     let llm = crate::ask::Llm::connect(&args.llm, &args.llm_model)?;

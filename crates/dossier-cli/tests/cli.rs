@@ -1551,6 +1551,14 @@ fn audit_lists_filters_pages_and_prunes_the_log() {
         (&pruned["entries"], &pruned["traces"]),
         (&Value::from(1), &Value::from(1))
     );
+    // Issue 39: what is deleted is exported first (the server's retention policy).
+    assert_eq!(pruned["exported"], 1, "{pruned}");
+    let export = std::fs::read_to_string(pruned["file"].as_str().unwrap()).unwrap();
+    assert_eq!(export.lines().count(), 1, "{export}");
+    assert!(
+        export.contains("r-old") && !export.contains("r-1"),
+        "{export}"
+    );
     let left = s.run(&["--json", "audit"]).ok().json();
     assert_eq!(ids(&left), ["r-3", "r-2", "r-1"]);
     // No store: a clean error.

@@ -184,3 +184,53 @@ fn bad_mode_lists_fail_cleanly() {
         assert!(!err.contains("panicked") && !err.trim().is_empty(), "{err}");
     }
 }
+
+/// `eval DIR --ask` on a case directory: its documents and principals ingested, every
+/// case checked, the figures by kind and language; a malformed case fails with its id.
+#[test]
+fn a_case_directory_is_checked_case_by_case_and_tallied() {
+    let dir = tempfile::tempdir().unwrap();
+    let set = dir.path().join("set");
+    std::fs::create_dir_all(set.join("docs")).unwrap();
+    std::fs::write(
+        set.join("docs/canteen.md"),
+        "---\nid: canteen\nversion: \"1\"\ntitle: Canteen\ntenant: t\n---\n# Canteen\n\nThe canteen opens at 11:30 on working days.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        set.join("principals.yaml"),
+        "principals:\n- {id: reader, tenant: t, groups: []}\n",
+    )
+    .unwrap();
+    let case = |id: &str, kind: &str, status: &str| {
+        format!(
+            "- id: {id}\n  kind: {kind}\n  lang: en\n  as: reader\n  now: 2026-10-15\n  question: When does the canteen open?\n  expect:\n    status: {status}\n"
+        )
+    };
+    std::fs::write(
+        set.join("cases.yaml"),
+        case("open", "time", "answered") + &case("closed", "absent", "insufficient_evidence"),
+    )
+    .unwrap();
+    let store = dir.path().join("store");
+    let (code, out, err) = dossier(&store, &["--json", "eval", set.to_str().unwrap(), "--ask"]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let all = &v["report"]["all"];
+    assert_eq!(all["cases"], 2, "{v}");
+    assert_eq!(all["answerable"], 1);
+    assert_eq!(all["unanswerable"], 1);
+    // One of the two expectations must fail: the same question cannot be both.
+    assert_eq!(
+        all["passed"].as_u64().unwrap() + v["report"]["failed"].as_array().unwrap().len() as u64,
+        2
+    );
+    assert_eq!(v["report"]["by_kind"]["time"]["cases"], 1);
+    assert_eq!(v["cases"].as_array().unwrap().len(), 2);
+
+    std::fs::write(set.join("cases.yaml"), "- id: broken\n  now: 2026-10-15\n").unwrap();
+    // With --json the error is a JSON object on stdout.
+    let (code, out, _) = dossier(&store, &["--json", "eval", set.to_str().unwrap(), "--ask"]);
+    assert_ne!(code, Some(0));
+    assert!(out.contains("case broken") && out.contains("`as`"), "{out}");
+}

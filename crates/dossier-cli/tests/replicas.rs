@@ -721,8 +721,8 @@ fn check_markers() {
 }
 
 /// The response with its per-request fields removed, after checking it holds no field
-/// beyond those known. A search answer (`hits`, `conflicts`, `subgraph`, `reports`)
-/// carries no per-request field at all: nothing is removed. An error body carries the
+/// beyond those known. A search answer (`hits`, `conflicts` and `conflicts_total`,
+/// `subgraph`, `reports`) carries no per-request field at all: nothing is removed. An error body carries the
 /// request's id (`request_id`, unique to each request by design): removed; `message`,
 /// `code` and `type` are kept. `degraded` (the deadline passed and BM25 answered) would
 /// depend on each replica's timing; it is refused rather than removed, since with the
@@ -732,7 +732,13 @@ fn without_per_request_fields(status: u16, mut v: Value, context: &str) -> Value
         .as_object_mut()
         .unwrap_or_else(|| panic!("{context}: not a JSON object"));
     let known: &[&str] = if status == 200 {
-        &["hits", "conflicts", "subgraph", "reports"]
+        &[
+            "hits",
+            "conflicts",
+            "conflicts_total",
+            "subgraph",
+            "reports",
+        ]
     } else {
         obj.remove("request_id")
             .unwrap_or_else(|| panic!("{context}: an error body without its request id"));

@@ -122,12 +122,13 @@ pub fn eval_scope(engine: &Engine) -> Result<Scope> {
         return Ok(s);
     }
     engine.store().commit(dossier_store::catalog::CommitBatch {
-        principals: vec![dossier_core::Principal {
+        principals: dossier_store::principals::by_operator([dossier_core::Principal {
             id: EVAL_PRINCIPAL.into(),
             tenant: engine.options.default_tenant.clone(),
             groups: vec![],
             kbs: None,
-        }],
+        }])
+        .map_err(|e| crate::Error::Invalid(e.to_string()))?,
         ..Default::default()
     })?;
     engine.scope(EVAL_PRINCIPAL, today)

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use dossier_ingest::{parse_paths, Item, ParsedDocument};
 use dossier_store::catalog::{CommitBatch, NewDocument};
+use dossier_store::principals::PrincipalWriter;
 use serde::Serialize;
 
 use crate::{Engine, Result};
@@ -53,32 +54,126 @@ pub(crate) fn embed_text(c: &dossier_core::Chunk) -> String {
     }
 }
 
+/// The `supersedes` links of one ingest's documents, to find a cycle before it lands
+/// (A@2 superseding B@2 while B@2 supersedes A@2 would end both on every date).
+struct Successions {
+    /// `(tenant, doc, version)` → what it supersedes, for the documents of the batch
+    /// not refused; the store's view answers for the rest.
+    batch: std::collections::HashMap<(String, String, String), Option<dossier_core::VersionRef>>,
+}
+
+impl Successions {
+    fn of_batch(items: &[Item]) -> Successions {
+        let batch = items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Document(d) => Some((
+                    (
+                        d.meta.tenant.clone(),
+                        d.meta.doc_id.clone(),
+                        d.meta.version.clone(),
+                    ),
+                    d.meta.supersedes.clone(),
+                )),
+                _ => None,
+            })
+            .collect();
+        Successions { batch }
+    }
+
+    /// Forgets a refused version: it supersedes nothing.
+    fn refuse(&mut self, v: &dossier_core::DocumentVersion) {
+        self.batch.insert(
+            (v.tenant.clone(), v.doc_id.clone(), v.version.clone()),
+            None,
+        );
+    }
+
+    /// Whether following `supersedes` from what `v` supersedes leads back to `v`.
+    /// Bounded by the number of versions: each is visited once.
+    fn closes_a_cycle(
+        &self,
+        v: &dossier_core::DocumentVersion,
+        view: &dossier_store::DocsView,
+    ) -> bool {
+        let mut seen = HashSet::new();
+        let mut next = v.supersedes.clone();
+        while let Some(r) = next {
+            if r.doc_id == v.doc_id && r.version == v.version {
+                return true;
+            }
+            if !seen.insert(r.clone()) {
+                return false; // a cycle that does not pass through `v`
+            }
+            let key = (v.tenant.clone(), r.doc_id, r.version);
+            next = match self.batch.get(&key) {
+                Some(s) => s.clone(),
+                None => view
+                    .find(&key.0, &key.1, &key.2)
+                    .and_then(|i| view.entry(i).meta.supersedes.clone()),
+            };
+        }
+        false
+    }
+}
+
+/// How an ingest writes ([`Engine::ingest_as`]).
+#[derive(Debug, Clone, Copy)]
+pub struct IngestAs<'a> {
+    /// Who writes: the operator, or a tenant's admin (then only into its tenant).
+    pub writer: PrincipalWriter<'a>,
+    /// Documents read from files below this directory are cited as the prefix plus
+    /// their path below it, not by the path the files happen to have (an upload's place
+    /// on the server is no reader's business).
+    pub cite_as: Option<(&'a std::path::Path, &'a str)>,
+}
+
+/// Rewrites the `file://` URIs of documents below `dir` to `prefix` + their path below
+/// it (the document's and every chunk's).
+fn cite_below(items: &mut [Item], dir: &std::path::Path, prefix: &str) {
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let below = format!("file://{}/", dir.display());
+    for item in items {
+        if let Item::Document(d) = item {
+            if let Some(rest) = d.meta.source_uri.strip_prefix(&below) {
+                let uri = format!("{prefix}{rest}");
+                for c in &mut d.chunks {
+                    c.source_uri = uri.clone();
+                }
+                d.meta.source_uri = uri;
+            }
+        }
+    }
+}
+
 impl Engine {
-    /// Ingests files and directories. Bad files and lines are reported in
-    /// [`IngestReport::problems`] and skipped; everything else lands.
+    /// Ingests files and directories as the operator. Bad files and lines are reported
+    /// in [`IngestReport::problems`] and skipped; everything else lands.
     pub fn ingest(&self, paths: &[PathBuf], progress: &mut dyn Progress) -> Result<IngestReport> {
-        self.ingest_into(paths, None, progress)
+        let how = IngestAs {
+            writer: PrincipalWriter::Operator,
+            cite_as: None,
+        };
+        self.ingest_as(paths, how, progress)
     }
 
-    /// Ingests as [`Engine::ingest`] does, but only into `tenant`: documents, record
-    /// tables and principals of any other tenant are reported as problems and skipped
-    /// (what a tenant's administrator may upload). Documents that name no tenant land
-    /// in `tenant`.
-    pub fn ingest_for_tenant(
+    /// Ingests as [`Engine::ingest`] does, but as `writer` writes: a tenant's admin
+    /// writes only into its tenant — documents and record tables of any other tenant
+    /// are reported as problems and skipped, documents that name no tenant land in it —
+    /// and a `principals.yaml` is written only if the one principal rule
+    /// ([`dossier_store::principals::grant`]) allows every principal in it (the file is
+    /// skipped whole otherwise: identity is never loaded in part).
+    pub fn ingest_as(
         &self,
         paths: &[PathBuf],
-        tenant: &str,
+        how: IngestAs<'_>,
         progress: &mut dyn Progress,
     ) -> Result<IngestReport> {
-        self.ingest_into(paths, Some(tenant), progress)
-    }
-
-    fn ingest_into(
-        &self,
-        paths: &[PathBuf],
-        only_tenant: Option<&str>,
-        progress: &mut dyn Progress,
-    ) -> Result<IngestReport> {
+        let writer = how.writer;
+        let only_tenant = match writer {
+            PrincipalWriter::Operator => None,
+            PrincipalWriter::TenantAdmin { tenant, .. } => Some(tenant),
+        };
         let t0 = Instant::now();
         progress.start("parsing", 0);
         let parsed = match only_tenant {
@@ -92,24 +187,17 @@ impl Engine {
             }
         };
         let mut parsed = parsed;
+        if let Some((dir, prefix)) = how.cite_as {
+            cite_below(&mut parsed.items, dir, prefix);
+        }
         let mut refused = Vec::new();
         if let Some(t) = only_tenant {
             parsed.items.retain(|item| {
                 let (tenant, what) = match item {
                     Item::Document(d) => (d.meta.tenant.as_str(), d.meta.source_uri.as_str()),
                     Item::Records(r) => (r.schema.tenant.as_str(), r.schema.table.as_str()),
-                    // A principal id is global: one that another tenant holds may not
-                    // be taken over, or an upload could move a user between tenants.
-                    Item::Principals { principals, .. } => {
-                        let foreign = |p: &dossier_core::Principal| {
-                            p.tenant != t || self.principal(&p.id).is_ok_and(|q| q.tenant != t)
-                        };
-                        match principals.iter().find(|p| foreign(p)) {
-                            Some(p) if p.tenant != t => (p.tenant.as_str(), p.id.as_str()),
-                            Some(p) => ("another", p.id.as_str()),
-                            None => (t, ""),
-                        }
-                    }
+                    // Judged below by the one principal rule, which names the reason.
+                    Item::Principals { .. } => return true,
                 };
                 if tenant == t {
                     true
@@ -137,8 +225,24 @@ impl Engine {
         let mut seen = HashSet::new();
         let mut docs: Vec<ParsedDocument> = Vec::new();
         let mut first = CommitBatch::default();
+        let mut successions = Successions::of_batch(&parsed.items);
         for item in parsed.items {
             match item {
+                Item::Document(d) if successions.closes_a_cycle(&d.meta, &view) => {
+                    successions.refuse(&d.meta);
+                    report.problems.push(format!(
+                        "{}: {}@{} supersedes {}, which already supersedes it (directly or \
+                         through other versions): a cycle would end every version in it; skipped",
+                        d.meta.source_uri,
+                        d.meta.doc_id,
+                        d.meta.version,
+                        d.meta
+                            .supersedes
+                            .as_ref()
+                            .map(|s| s.to_string())
+                            .unwrap_or_default()
+                    ));
+                }
                 Item::Document(d) => {
                     let key = (
                         d.meta.tenant.clone(),
@@ -166,9 +270,17 @@ impl Engine {
                     report.records += t.rows.len();
                     first.tables.push((t.schema, t.rows));
                 }
-                Item::Principals { principals, .. } => {
-                    report.principals += principals.len();
-                    first.principals.extend(principals);
+                Item::Principals { path, principals } => {
+                    match self.store.grant_principals(writer, principals)? {
+                        Ok(granted) => {
+                            report.principals += granted.len();
+                            first.principals.extend(granted);
+                        }
+                        Err(refusal) => report.problems.push(format!(
+                            "{}: {refusal}; the file is skipped whole",
+                            path.display()
+                        )),
+                    }
                 }
             }
         }

@@ -41,7 +41,7 @@ pub use dossier_store::Scope;
 pub use access::{key_shape, DocumentInfo, RecordLookup, SectionChunk, SectionView, TableInfo};
 pub use global::{GraphBuildStats, ReportJson};
 pub use graph::{EntityReport, GraphBuilds, GraphEdge, GraphNode, NamedDocument, SubgraphJson};
-pub use ingest::{IngestReport, Progress};
+pub use ingest::{IngestAs, IngestReport, Progress};
 pub use query_cache::{QueryCacheStats, DEFAULT_QUERY_CACHE_CAPACITY, MAX_CACHED_QUERY_BYTES};
 pub use search::{Checked, Conflict, Fusion, Hit, Mode, SearchRequest, SearchResponse};
 

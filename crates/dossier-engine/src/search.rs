@@ -134,11 +134,20 @@ pub struct Conflict {
     pub reason: String,
 }
 
+/// At most this many conflicts are listed in a response; `conflicts_total` counts them
+/// all.
+pub const MAX_CONFLICTS: usize = 20;
+
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SearchResponse {
     pub hits: Vec<Hit>,
+    /// The look-alike conflicts of the hits' documents among the versions the caller
+    /// may see, ordered by pair: the first `MAX_CONFLICTS` (20).
     pub conflicts: Vec<Conflict>,
+    /// How many conflicts there are in all (`conflicts` lists at most
+    /// `MAX_CONFLICTS` of them).
+    pub conflicts_total: usize,
     /// Graph modes: the part of the caller's graph view the answer drew on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subgraph: Option<SubgraphJson>,
@@ -489,25 +498,39 @@ impl Engine {
             view.find(scope.tenant(), &r.doc_id, &r.version)
                 .is_some_and(|i| view.admits(i, scope))
         };
-        let mut conflicts = Vec::new();
-        for l in view.look_alikes_in(scope.tenant()) {
-            if !visible(&l.a) || !visible(&l.b) {
-                continue;
-            }
-            // One entry per pair, named from the side that was hit (a first).
-            let pair = [(&l.a, &l.b), (&l.b, &l.a)];
-            if let Some((hit, other)) = pair.into_iter().find(|(hit, _)| hit_docs.contains(*hit)) {
-                conflicts.push(Conflict {
+        // The conflicts of the hit versions only, found through each one's group (never
+        // by walking the tenant's), each pair once; a bounded number is listed.
+        let mut pairs: Vec<&dossier_core::validity::LookAlike> = hit_docs
+            .iter()
+            .filter_map(|r| view.find(scope.tenant(), &r.doc_id, &r.version))
+            .flat_map(|i| view.look_alikes_at(i))
+            .filter(|l| visible(&l.a) && visible(&l.b))
+            .collect();
+        pairs.sort_by(|p, q| (&p.a, &p.b).cmp(&(&q.a, &q.b)));
+        pairs.dedup_by(|p, q| p.a == q.a && p.b == q.b);
+        let conflicts_total = pairs.len();
+        let conflicts = pairs
+            .into_iter()
+            .take(MAX_CONFLICTS)
+            .map(|l| {
+                // One entry per pair, named from the side that was hit (a first).
+                let (hit, other) = if hit_docs.contains(&l.a) {
+                    (&l.a, &l.b)
+                } else {
+                    (&l.b, &l.a)
+                };
+                Conflict {
                     doc_id: hit.doc_id.clone(),
                     version: hit.version.clone(),
                     conflicts_with: other.clone(),
                     reason: l.reason.clone(),
-                });
-            }
-        }
+                }
+            })
+            .collect();
         Ok(SearchResponse {
             hits,
             conflicts,
+            conflicts_total,
             subgraph: None,
             reports: None,
         })

@@ -293,6 +293,109 @@ fn split(
     }
 }
 
+/// A text longer than this many characters of letters and digits without a word
+/// boundary, or with one character repeated this many times in a row, is degenerate.
+pub const DEGENERATE_RUN_CHARS: usize = 10_000;
+
+/// Below this many letters and digits a text is never degenerate by repetition: it
+/// makes a handful of chunks at most.
+pub const DEGENERATE_MIN_CHARS: usize = 4_096;
+
+/// A text whose letters and digits are this share (in percent) or more of one word,
+/// repeated, is degenerate.
+pub const DEGENERATE_REPEAT_PERCENT: usize = 90;
+
+/// Why `text` is not worth indexing, if it is not: one word repeated through it (at least
+/// [`DEGENERATE_REPEAT_PERCENT`] % of its letters and digits, once it has
+/// [`DEGENERATE_MIN_CHARS`] of them, and more than once), more than [`DEGENERATE_RUN_CHARS`] letters and
+/// digits without a word boundary, or one character repeated more than that many times
+/// in a row, whatever the script.
+///
+/// A word boundary is any character that is not a letter or digit: whitespace, and the
+/// punctuation and symbols of every script. Chinese and Japanese prose, which has no
+/// spaces, is cut by its own punctuation (。，、「」…) into runs of tens of characters.
+///
+/// Two passes over the text and no allocation: the repeated word is found by a
+/// Boyer–Moore majority vote weighted by length, then counted.
+pub fn degenerate(text: &str) -> Option<String> {
+    let mut run = (0usize, 0usize); // (chars, byte start) of the current unbroken run
+    let mut same = (0usize, 0usize, '\0'); // (count, byte start, char) of a repeat
+    let mut letters = 0usize;
+    let mut vote: (&str, usize) = ("", 0);
+    let mut word_start = None;
+    for (i, c) in text.char_indices() {
+        if c.is_whitespace() {
+            same.0 = 0;
+        } else if same.0 > 0 && same.2 == c {
+            same.0 += 1;
+            if same.0 > DEGENERATE_RUN_CHARS {
+                return Some(format!(
+                    "{:?} (U+{:04X}) repeated more than {DEGENERATE_RUN_CHARS} times in a row, from byte {}",
+                    c, c as u32, same.1
+                ));
+            }
+        } else {
+            same = (1, i, c);
+        }
+        if c.is_alphanumeric() {
+            letters += 1;
+            if run.0 == 0 {
+                run.1 = i;
+            }
+            run.0 += 1;
+            if run.0 > DEGENERATE_RUN_CHARS {
+                return Some(format!(
+                    "more than {DEGENERATE_RUN_CHARS} letters and digits without a word boundary (space or punctuation), from byte {}",
+                    run.1
+                ));
+            }
+            word_start.get_or_insert(i);
+        } else {
+            run.0 = 0;
+            if let Some(s) = word_start.take() {
+                vote = cast(vote, &text[s..i]);
+            }
+        }
+    }
+    if let Some(s) = word_start {
+        vote = cast(vote, &text[s..]);
+    }
+    if letters < DEGENERATE_MIN_CHARS || vote.1 == 0 {
+        return None;
+    }
+    let word = vote.0;
+    let (times, held) = words(text)
+        .filter(|w| *w == word)
+        .fold((0usize, 0usize), |(n, h), w| (n + 1, h + w.chars().count()));
+    (times > 1 && held * 100 >= letters * DEGENERATE_REPEAT_PERCENT).then(|| {
+        let shown: String = word.chars().take(40).collect();
+        let more = if shown.len() < word.len() { "…" } else { "" };
+        format!(
+            "one word, {shown:?}{more}, repeated {times} times: {}% of the {letters} letters and digits",
+            held * 100 / letters
+        )
+    })
+}
+
+/// One step of the weighted majority vote: `word` counts as many votes as it has
+/// characters.
+fn cast<'a>((cand, n): (&'a str, usize), word: &'a str) -> (&'a str, usize) {
+    let w = word.chars().count();
+    if n > 0 && cand == word {
+        (cand, n + w)
+    } else if n >= w {
+        (cand, n - w)
+    } else {
+        (word, w - n)
+    }
+}
+
+/// The runs of letters and digits of `text`.
+fn words(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -381,6 +484,29 @@ mod tests {
             spans.iter().map(|s| s.end - s.start).collect::<Vec<_>>(),
             [90, 90, 15]
         );
+    }
+
+    #[test]
+    fn the_repeated_word_is_found_wherever_it_sits() {
+        // Other words first and last: the weighted vote still ends on the word that
+        // holds most of the letters.
+        let body = "alpha beta gamma ".repeat(10) + &"x ".repeat(10_000) + &"delta ".repeat(50);
+        let why = degenerate(&body).expect("degenerate");
+        assert!(
+            why.starts_with("one word, \"x\", repeated 10000 times: 96%"),
+            "{why}"
+        );
+        // A word that holds most, but not 90 %, of the letters is not enough.
+        let body = "word ".repeat(2_000) + &"other ".repeat(400);
+        assert_eq!(degenerate(&body), None);
+        // Runs: 10,000 is allowed, 10,001 is not; whitespace breaks a run of one
+        // character, punctuation only a run of letters.
+        assert_eq!(degenerate(&"ab".repeat(5_000)), None);
+        assert!(degenerate(&("ab".repeat(5_000) + "c")).is_some());
+        assert_eq!(degenerate(&"-".repeat(10_000)), None);
+        assert!(degenerate(&"-".repeat(10_001)).is_some());
+        assert_eq!(degenerate(&"a-".repeat(1_000)), None);
+        assert_eq!(degenerate(""), None);
     }
 
     fn line() -> impl Strategy<Value = String> {

@@ -100,7 +100,7 @@ fn passage(line: &str, stem: &str, opts: &IngestOptions) -> Result<ParsedDocumen
     }
     guard::check_text(&p.text)?;
     let tenant = p.tenant.unwrap_or_else(|| opts.default_tenant.clone());
-    guard::id("`tenant`", &tenant, None)?;
+    guard::tenant("`tenant`", &tenant, None)?;
     if let Some(kb) = &p.kb {
         guard::id("`kb`", kb, None)?;
     }

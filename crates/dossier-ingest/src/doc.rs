@@ -141,7 +141,7 @@ fn build(f: &Fields, d: Defaults, opts: &IngestOptions) -> Result<DocumentVersio
     let tenant = f
         .string("tenant")?
         .unwrap_or_else(|| opts.default_tenant.clone());
-    guard::id("`tenant`", &tenant, f.line("tenant"))?;
+    guard::tenant("`tenant`", &tenant, f.line("tenant"))?;
     let kb = f.string("kb")?;
     if let Some(kb) = &kb {
         guard::id("`kb`", kb, f.line("kb"))?;

@@ -97,6 +97,12 @@ pub(crate) fn id(kind: &str, s: &str, line: Option<usize>) -> Result<()> {
     dossier_core::ids::check_id(kind, s).map_err(|e| Error::invalid(line, e.to_string()))
 }
 
+/// A tenant: an id that is also a plain name (uploads are kept under it).
+pub(crate) fn tenant(kind: &str, s: &str, line: Option<usize>) -> Result<()> {
+    id(kind, s, line)?;
+    dossier_core::ids::check_tenant(s).map_err(|e| Error::invalid(line, e.to_string()))
+}
+
 /// Problems of one file, at most [`crate::MAX_PROBLEMS_PER_FILE`] of them listed; the
 /// rest are counted in a last one, so that a file of a million bad lines is reported
 /// in a hundred and one.

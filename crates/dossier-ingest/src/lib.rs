@@ -36,7 +36,10 @@ use std::time::Duration;
 
 use dossier_core::{Chunk, DocumentVersion, Principal, RecordRow, RecordSchema};
 
-pub use chunk::{chunk_text, Span};
+pub use chunk::{
+    chunk_text, degenerate, Span, DEGENERATE_MIN_CHARS, DEGENERATE_REPEAT_PERCENT,
+    DEGENERATE_RUN_CHARS,
+};
 pub use corpus::parse_corpus_jsonl;
 
 /// Part of every digest: bump it when chunking changes so that unchanged files re-chunk.
@@ -63,6 +66,18 @@ pub enum Error {
     /// A document with nothing but whitespace (or only front matter) to index.
     #[error("no text to index")]
     Empty,
+    /// Text not worth indexing: one word or character repeated through it, or megabytes
+    /// without a word boundary ([`degenerate`]).
+    #[error("degenerate text, not indexed: {why}")]
+    Degenerate { why: String },
+    /// A document that would make more chunks than
+    /// [`IngestOptions::max_chunks_per_document`]; refused whole, never truncated.
+    #[error(
+        "{chunks} chunks, more than the {limit} one document may have \
+         (max_chunks_per_document, `dossier ingest --max-chunks-per-document`); \
+         refused whole, not truncated"
+    )]
+    TooManyChunks { chunks: usize, limit: usize },
 }
 
 /// `Result` with this crate's [`Error`].
@@ -83,7 +98,12 @@ impl Error {
             Error::Yaml { line, .. } | Error::Json { line, .. } | Error::Invalid { line, .. } => {
                 *line
             }
-            Error::Io(_) | Error::Oversized { .. } | Error::Binary { .. } | Error::Empty => None,
+            Error::Io(_)
+            | Error::Oversized { .. }
+            | Error::Binary { .. }
+            | Error::Empty
+            | Error::Degenerate { .. }
+            | Error::TooManyChunks { .. } => None,
         }
     }
 }
@@ -93,6 +113,13 @@ impl Error {
 pub struct IngestOptions {
     /// Upper bound of a chunk, in characters.
     pub max_chunk_chars: usize,
+    /// A document (a file, or one corpus passage) that would make more chunks than this
+    /// is refused whole, with a problem that names the limit: a document indexed in
+    /// part would answer as if it were whole. 5,000 chunks is about 5 MB of English
+    /// prose (more of Chinese), or a civil code of 2,500 articles, each its own chunk;
+    /// at e5's ingest rate on a 2-core machine (about 6 chunks a second) it is some 14
+    /// minutes of embedding.
+    pub max_chunks_per_document: usize,
     /// Files above this are refused; for corpus JSONL it bounds each line instead, since
     /// those are streamed.
     pub max_file_bytes: u64,
@@ -125,6 +152,7 @@ impl Default for IngestOptions {
     fn default() -> Self {
         IngestOptions {
             max_chunk_chars: 1000,
+            max_chunks_per_document: 5_000,
             max_file_bytes: 16 << 20,
             max_yaml_bytes: 1 << 20,
             max_front_matter_bytes: 64 << 10,
@@ -255,13 +283,22 @@ fn kind_of(path: &Path) -> Option<Kind> {
 /// entries and symlinked directories skipped), files of unknown kinds found there are
 /// ignored, and the result is sorted and without duplicates. A path that does not exist,
 /// or a file named explicitly whose kind is unknown, is a [`Problem`].
+///
+/// What a walk follows: a symlink to a file inside the directory named is followed; one
+/// that leads out of it (`secret.md -> /etc/passwd`) is a problem and is not read —
+/// name the target itself to ingest it. A FIFO, socket or device named like a document
+/// is a problem, never opened.
 pub fn discover(paths: &[PathBuf]) -> (Vec<PathBuf>, Vec<Problem>) {
     let mut files = Vec::new();
     let mut problems = Vec::new();
     for p in paths {
         match fs::metadata(p) {
             Err(e) => problems.push(Problem::new(p, None, format!("cannot read: {e}"))),
-            Ok(m) if m.is_dir() => walk(p, &mut files, &mut problems),
+            Ok(m) if m.is_dir() => {
+                // Symlinks are judged against the directory as it really is.
+                let root = fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+                walk(p, &root, &mut files, &mut problems)
+            }
             Ok(_) if kind_of(p).is_some() || records::schema_stands_alone(p) => {
                 files.push(p.clone())
             }
@@ -273,7 +310,10 @@ pub fn discover(paths: &[PathBuf]) -> (Vec<PathBuf>, Vec<Problem>) {
     (files, problems)
 }
 
-fn walk(dir: &Path, files: &mut Vec<PathBuf>, problems: &mut Vec<Problem>) {
+/// What a walk says of a FIFO, socket or device, met directly or through a symlink.
+const NOT_REGULAR: &str = "not a regular file (a FIFO, socket or device); skipped";
+
+fn walk(dir: &Path, root: &Path, files: &mut Vec<PathBuf>, problems: &mut Vec<Problem>) {
     let entries = match fs::read_dir(dir) {
         Ok(rd) => rd,
         Err(e) => return problems.push(Problem::new(dir, None, format!("cannot read: {e}"))),
@@ -293,15 +333,35 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>, problems: &mut Vec<Problem>) {
         if name.starts_with('.') || name == "readme.md" || name == "readme.txt" {
             continue;
         }
-        // Symlinked files are followed; symlinked directories are not, so a loop cannot
-        // make the walk endless.
         let Ok(ft) = entry.file_type() else { continue };
         if ft.is_dir() {
-            walk(&path, files, problems);
-        } else if (ft.is_file() || (ft.is_symlink() && path.is_file()))
-            && (kind_of(&path).is_some() || records::schema_stands_alone(&path))
-        {
+            walk(&path, root, files, problems);
+            continue;
+        }
+        // Files of kinds Dossier does not read are ignored, whatever they are.
+        if kind_of(&path).is_none() && !records::schema_stands_alone(&path) {
+            continue;
+        }
+        if ft.is_symlink() {
+            // Symlinked directories are not followed (a loop cannot make the walk
+            // endless); a symlinked file is, while it stays inside the tree.
+            match fs::canonicalize(&path) {
+                Ok(target) if !target.starts_with(root) => problems.push(Problem::new(
+                    &path,
+                    None,
+                    "a symlink that leads out of the directory being ingested; not followed \
+                     (name its target to ingest it)",
+                )),
+                Ok(target) if target.is_file() => files.push(path),
+                Ok(target) if target.is_dir() => {}
+                Ok(_) => problems.push(Problem::new(&path, None, NOT_REGULAR)),
+                Err(e) => problems.push(Problem::new(&path, None, format!("cannot read: {e}"))),
+            }
+        } else if ft.is_file() {
             files.push(path);
+        } else {
+            // A FIFO would block the read; a device or socket is no document.
+            problems.push(Problem::new(&path, None, NOT_REGULAR));
         }
     }
 }
@@ -608,16 +668,27 @@ pub(crate) fn digest(source: &[u8], opts: &IngestOptions) -> String {
 }
 
 /// Chunks `body` and fills every chunk field from the document; a body with nothing to
-/// index is an error, not a document without chunks.
+/// index is an error, not a document without chunks. Degenerate text, and a body that
+/// makes more than `max_chunks_per_document` chunks, are refused before any chunk is
+/// built.
 pub(crate) fn document(
     meta: DocumentVersion,
     body: &str,
     pages: Option<&pdf::Layout>,
     opts: &IngestOptions,
 ) -> Result<ParsedDocument> {
+    if let Some(why) = degenerate(body) {
+        return Err(Error::Degenerate { why });
+    }
     let mut spans = chunk_text(body, opts.max_chunk_chars);
     if let Some(layout) = pages {
         spans = on_pages(spans, body, layout);
+    }
+    if spans.len() > opts.max_chunks_per_document {
+        return Err(Error::TooManyChunks {
+            chunks: spans.len(),
+            limit: opts.max_chunks_per_document,
+        });
     }
     let chunks: Vec<Chunk> = spans
         .into_iter()

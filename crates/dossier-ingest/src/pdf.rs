@@ -430,17 +430,21 @@ fn key(l: &Line, page_height: f32) -> (bool, String) {
 }
 
 /// Running headers and footers: lines in the top or bottom 8 % of the page whose text
-/// (digits aside) recurs on at least three pages and half of them.
+/// (digits aside) recurs on at least three pages and half of them. Only pages with text
+/// outside the margins count: a header frames a body, so a document whose pages hold
+/// nothing but one line each (a line that differs only in its digits) is that text,
+/// not furniture around nothing (issue 39: it was called "a scanned PDF?").
 fn furniture(pages: &[(u32, f32, Vec<Line>)]) -> std::collections::HashSet<(bool, String)> {
     let mut seen: HashMap<(bool, String), usize> = HashMap::new();
     for (_, height, lines) in pages {
+        let in_margin =
+            |l: &Line| *height > 0.0 && (l.top < height * 0.08 || l.top + l.height > height * 0.92);
+        if lines.iter().all(in_margin) {
+            continue;
+        }
         let mut on_page = std::collections::HashSet::new();
-        for l in lines {
-            let margin =
-                *height > 0.0 && (l.top < height * 0.08 || l.top + l.height > height * 0.92);
-            if margin {
-                on_page.insert(key(l, *height));
-            }
+        for l in lines.iter().filter(|l| in_margin(l)) {
+            on_page.insert(key(l, *height));
         }
         for k in on_page {
             *seen.entry(k).or_default() += 1;
@@ -669,5 +673,17 @@ mod tests {
         assert!(l.body.contains("Body text of page 3."));
         assert_eq!(l.empty_pages, vec![5]);
         assert_eq!(l.page_count, 5);
+    }
+
+    #[test]
+    fn a_pdf_of_one_line_a_page_differing_in_digits_is_text_not_a_scan() {
+        let mut pages = String::new();
+        for n in 1..=6 {
+            pages += &page(n, &[(30.0, 100.0, 0, &format!("Receipt 2026-{n:04} paid"))]);
+        }
+        let xml = format!(r#"<pdf2xml><fontspec id="0" size="12"/>{pages}</pdf2xml>"#);
+        let l = layout(&xml).expect("its text layer is read");
+        assert_eq!(l.pages.len(), 6, "{}", l.body);
+        assert!(l.body.contains("Receipt 2026-0004 paid"), "{}", l.body);
     }
 }

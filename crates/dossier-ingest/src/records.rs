@@ -116,6 +116,7 @@ pub(crate) fn parse_schema(src: &str) -> Result<RecordSchema> {
         }
         guard::id(&format!("`{name}`"), value, line)?;
     }
+    guard::tenant("`tenant`", &schema.tenant, find_line(src, 0, "tenant:"))?;
     if let Some(f) = &schema.owner_field {
         guard::id("`owner_field`", f, find_line(src, 0, "owner_field:"))?;
     }
@@ -424,7 +425,7 @@ pub(crate) fn parse_principals(path: &Path, src: &str) -> Result<Item> {
             ));
         }
         guard::id("principal `id`", &p.id, line_of(i))?;
-        guard::id("principal `tenant`", &p.tenant, line_of(i))?;
+        guard::tenant("principal `tenant`", &p.tenant, line_of(i))?;
         for g in &p.groups {
             guard::id("principal group", g, line_of(i))?;
         }

@@ -573,3 +573,189 @@ fn a_device_named_like_a_text_file_is_refused_unread() {
     let (_, problems) = parse_file(&t.join("z.jsonl"), &opts());
     assert_eq!(problems[0].message, "not a regular file");
 }
+
+// --- Degenerate input and the chunk cap (issue 39) -----------------------------------
+
+/// `n` bytes of words that never repeat in any pattern: lower-case letters in words of
+/// 2 to 9, one line, with a full stop now and then.
+fn varied_words(n: usize, seed: u64) -> String {
+    let bytes = noise(n, seed);
+    let mut out = String::with_capacity(n + 16);
+    let mut word = 0;
+    for (i, b) in bytes.iter().enumerate() {
+        if word >= 2 + (*b as usize % 8) {
+            out.push(if i % 97 == 0 { '.' } else { ' ' });
+            if i % 97 == 0 {
+                out.push(' ');
+            }
+            word = 0;
+        } else {
+            out.push((b'a' + b % 26) as char);
+            word += 1;
+        }
+    }
+    out
+}
+
+/// The problems of a corpus, as (line, message).
+fn corpus_problems(bytes: &[u8], opts: &IngestOptions) -> (usize, Vec<(Option<usize>, String)>) {
+    let (items, problems) = parse_bytes("probe.jsonl", bytes, opts);
+    let p = problems.into_iter().map(|p| (p.line, p.message)).collect();
+    (items.len(), p)
+}
+
+#[test]
+fn a_twelve_megabyte_line_without_a_word_boundary_is_refused_not_chunked() {
+    // The probe's corpus line: 12 MB of `x` passed the 16 MiB line limit and became
+    // 12,000 chunks, about 33 minutes of embedding, with nothing printed.
+    let line = format!(
+        "{{\"id\":\"a\",\"text\":\"fine\"}}\n{{\"id\":\"x\",\"text\":\"{}\"}}\n{{\"id\":\"b\",\"text\":\"fine too\"}}\n",
+        "x".repeat(12_000_000)
+    );
+    let (docs, problems) = corpus_problems(line.as_bytes(), &opts());
+    assert_eq!(docs, 2, "{problems:?}");
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].0, Some(2));
+    assert!(
+        problems[0].1.starts_with("degenerate text, not indexed: ")
+            && problems[0].1.contains("repeated more than 10000 times"),
+        "{}",
+        problems[0].1
+    );
+    // Letters that do not repeat, but with no space or punctuation for megabytes, are
+    // refused too: no word in them can be searched for.
+    let letters: String = noise(2_000_000, 7)
+        .iter()
+        .map(|b| (b'a' + b % 26) as char)
+        .collect();
+    let p = refused("blob.txt", letters.as_bytes(), &opts());
+    assert!(
+        p.message
+            .contains("more than 10000 letters and digits without a word boundary"),
+        "{p}"
+    );
+    // One character repeated is degenerate whatever it is: punctuation makes no words.
+    let p = refused("dots.md", ".".repeat(3_000_000).as_bytes(), &opts());
+    assert!(p.message.contains("'.' (U+002E) repeated"), "{p}");
+}
+
+#[test]
+fn a_one_line_markdown_file_past_the_chunk_cap_is_refused_with_the_cap_named() {
+    // The probe's 15 MB one-line Markdown made 15,061 chunks, about 40 minutes. Text of
+    // varied words is not degenerate; it is the chunk count that refuses it.
+    assert_eq!(opts().max_chunks_per_document, 5_000);
+    let md = varied_words(6_000_000, 11);
+    assert!(!md.contains('\n') && dossier_ingest::degenerate(&md).is_none());
+    let p = refused("one-line.md", md.as_bytes(), &opts());
+    assert!(
+        p.message
+            .contains("more than the 5000 one document may have")
+            && p.message.contains("max_chunks_per_document")
+            && p.message.contains("--max-chunks-per-document")
+            && p.message.contains("refused whole, not truncated"),
+        "{p}"
+    );
+    // The cap is an option: raised, the same file is read whole.
+    let raised = IngestOptions {
+        max_chunks_per_document: 20_000,
+        ..opts()
+    };
+    let (items, problems) = parse_bytes("one-line.md", md.as_bytes(), &raised);
+    assert!(problems.is_empty(), "{problems:#?}");
+    assert!(doc_chunks(&items) > 5_000);
+    // A corpus passage past the cap is reported on its line; its neighbours land.
+    let small = IngestOptions {
+        max_chunks_per_document: 10,
+        ..opts()
+    };
+    let corpus = format!(
+        "{{\"id\":\"a\",\"text\":\"fine\"}}\n{{\"id\":\"big\",\"text\":\"{}\"}}\n",
+        varied_words(20_000, 3)
+    );
+    let (docs, problems) = corpus_problems(corpus.as_bytes(), &small);
+    assert_eq!(docs, 1);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].0, Some(2));
+    assert!(
+        problems[0].1.contains("more than the 10 one"),
+        "{problems:?}"
+    );
+    // At the cap exactly, a document is whole.
+    let at_cap = varied_words(20_000, 3);
+    let n = dossier_ingest::chunk_text(&at_cap, 1000).len();
+    let exact = IngestOptions {
+        max_chunks_per_document: n,
+        ..opts()
+    };
+    let (items, problems) = parse_bytes("exact.txt", at_cap.as_bytes(), &exact);
+    assert!(problems.is_empty(), "{problems:#?}");
+    assert_eq!(doc_chunks(&items), n);
+}
+
+#[test]
+fn one_token_repeated_is_reported_as_degenerate() {
+    // The probe's third input: one word a million times (5 MB, 5,000 chunks).
+    let p = refused("word.txt", "word ".repeat(1_000_000).as_bytes(), &opts());
+    assert!(
+        p.message.starts_with(
+            "degenerate text, not indexed: one word, \"word\", repeated 1000000 times: 100%"
+        ),
+        "{p}"
+    );
+    // Punctuation between the repeats, a few other words, or another script do not
+    // hide it.
+    let mixed = "spam, spam; spam. ".repeat(20_000) + "and a little else at the end";
+    let p = refused("spam.md", mixed.as_bytes(), &opts());
+    assert!(p.message.contains("\"spam\""), "{p}");
+    let han = "哈哈，".repeat(10_000);
+    let p = refused("han.txt", han.as_bytes(), &opts());
+    assert!(p.message.contains("\"哈哈\""), "{p}");
+    // In a corpus, with its line.
+    let corpus = format!(
+        "{{\"id\":\"a\",\"text\":\"fine\"}}\n{{\"id\":\"w\",\"text\":\"{}\"}}\n",
+        "na ".repeat(5_000)
+    );
+    let (docs, problems) = corpus_problems(corpus.as_bytes(), &opts());
+    assert_eq!(docs, 1);
+    assert_eq!(problems[0].0, Some(2), "{problems:?}");
+    assert!(problems[0].1.contains("degenerate"), "{problems:?}");
+    // A short text may repeat itself: it makes a chunk or two, and may be a real answer.
+    for short in ["yes ".repeat(100), "ok".into(), "哈".repeat(200)] {
+        let (items, problems) = parse_bytes("short.txt", short.as_bytes(), &opts());
+        assert!(problems.is_empty(), "{problems:#?}");
+        assert!(doc_chunks(&items) >= 1);
+    }
+}
+
+#[test]
+fn chinese_prose_without_spaces_is_not_degenerate() {
+    // Chinese and Japanese put no space between words; their own punctuation bounds
+    // each run. A megabyte of it, on one line, is read whole.
+    let zh = "第一条为了保护民事主体的合法权益，调整民事关系，维护社会和经济秩序，适应中国特色社会主义发展要求，弘扬社会主义核心价值观，根据宪法，制定本法。民事主体在民事活动中的法律地位一律平等。民事主体从事民事活动，应当遵循自愿原则，按照自己的意思设立、变更、终止民事法律关系。";
+    let ja = "吾輩は猫である。名前はまだ無い。どこで生れたかとんと見当がつかぬ。何でも薄暗いじめじめした所でニャーニャー泣いていた事だけは記憶している。";
+    for (name, unit) in [("zh.txt", zh), ("ja.md", ja)] {
+        let text: String = (0..)
+            .map(|i| format!("{unit}（{i}）"))
+            .take_while({
+                let mut len = 0;
+                move |s: &String| {
+                    len += s.len();
+                    len < 1_000_000
+                }
+            })
+            .collect();
+        assert!(!text.contains([' ', '\n']));
+        assert_eq!(dossier_ingest::degenerate(&text), None, "{name}");
+        let (items, problems) = parse_bytes(name, text.as_bytes(), &opts());
+        assert!(problems.is_empty(), "{name}: {problems:#?}");
+        assert!(doc_chunks(&items) > 100, "{name}");
+    }
+    // Nor is English prose, nor a spreadsheet-like text of numbers.
+    let en = "Items may be returned within seven days of delivery, unopened and with the receipt. "
+        .repeat(2_000);
+    assert_eq!(dossier_ingest::degenerate(&en), None);
+    let table: String = (0..5_000)
+        .map(|i| format!("order: {i}; qty: {}; status: shipped\n\n", i % 7))
+        .collect();
+    assert_eq!(dossier_ingest::degenerate(&table), None);
+}

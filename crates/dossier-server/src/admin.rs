@@ -11,6 +11,7 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use dossier_core::Principal;
+use dossier_engine::dossier_store::principals::PrincipalWriter;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{OpenApi, ToSchema};
@@ -161,55 +162,43 @@ pub async fn put_principal(
         }
         _ => {}
     }
-    // What an admin may do to principals: manage the tenant's *other* principals (any
-    // groups). It cannot change its own — an admin key never widens its own reach — and
-    // since keys are the operator's (the keys file), it cannot act as the principals it
-    // manages. An operator may change any.
-    if id == caller.principal && !caller.operator {
-        return Err(ApiError::new(
-            &rid,
-            Failure::Invalid("an admin cannot change their own principal".into()),
-        ));
-    }
+    // What an admin may do to principals is the one rule every path that writes them
+    // goes through (`dossier_store::principals`): the tenant's *other* principals, not
+    // its own, not an id another tenant holds or a key names.
     let engine = state.engine.clone();
     let keys = state.keys.clone();
-    let tenant = caller.tenant.clone();
+    let (tenant, me, operator) = (
+        caller.tenant.clone(),
+        caller.principal.clone(),
+        caller.operator,
+    );
     let out = blocking(&rid, move || {
-        let unusable = || Failure::Invalid("this principal id cannot be used".into());
-        match engine.principal(&id) {
-            // Principal ids are global; the message does not say whose it is.
-            Ok(p) if p.tenant != tenant => return Err(unusable()),
-            Ok(_) => {}
-            // A new principal whose id a key already names would hand that key the
-            // groups chosen here: creating it is refused the same way.
-            Err(dossier_engine::Error::NotFound(_)) if keys.names_principal(&id) => {
-                return Err(unusable())
-            }
-            Err(dossier_engine::Error::NotFound(_)) => {}
-            Err(e) => return Err(e.into()),
-        }
-        let mut groups = b.groups;
-        groups.sort();
-        groups.dedup();
-        let kbs = b.kbs.map(|mut k| {
-            k.sort();
-            k.dedup();
-            k
-        });
+        let key_names = |id: &str| keys.names_principal(id);
+        let writer = PrincipalWriter::TenantAdmin {
+            tenant: &tenant,
+            principal: &me,
+            operator,
+            key_names: &key_names,
+        };
         let p = Principal {
             id,
-            tenant,
-            groups,
-            kbs,
+            tenant: tenant.clone(),
+            groups: b.groups,
+            kbs: b.kbs,
         };
-        engine
-            .store()
+        let store = engine.store();
+        let granted = store
+            .grant_principals(writer, vec![p])
+            .map_err(|e| Failure::from(dossier_engine::Error::from(e)))?
+            .map_err(|refusal| Failure::Invalid(refusal.to_string()))?;
+        let out = PrincipalOut::from(granted[0].principal().clone());
+        store
             .commit(dossier_engine::dossier_store::catalog::CommitBatch {
-                principals: vec![p.clone()],
+                principals: granted,
                 ..Default::default()
             })
             .map_err(|e| Failure::from(dossier_engine::Error::from(e)))?;
-        Ok(PrincipalOut::from(p))
+        Ok(out)
     })
     .await;
     state.cache.invalidate_tenant(&caller.tenant);

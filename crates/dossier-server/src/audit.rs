@@ -597,6 +597,146 @@ pub fn prune(
     catalog.audit_prune(before)
 }
 
+/// How long the audit log keeps entries, and where it puts them before deleting them.
+///
+/// An entry is deleted when it is older than `days` (0: no age limit) or when
+/// `max_entries` newer entries are kept (0: no count limit). Every entry is first
+/// written to a JSONL file under `export_dir` (one entry a line, with its trace under
+/// `"trace"` when it has one), which is synced and renamed into place before the
+/// deletion; the files are the operator's to archive or delete.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Retention {
+    pub days: u32,
+    pub max_entries: usize,
+    pub export_dir: Option<std::path::PathBuf>,
+}
+
+/// What one [`retain`] pass did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Retained {
+    /// Entries written to `file` before the deletion.
+    pub exported: u64,
+    pub file: Option<std::path::PathBuf>,
+    pub pruned: Pruned,
+}
+
+/// Exports, then deletes, the entries `policy` no longer keeps (see [`Retention`]).
+/// The cutoff is found first (the older of nothing, the age limit and the finishing
+/// time of the newest entry past `max_entries`); entries finishing before it are
+/// written out page by page (bounded memory) and the file synced before the same
+/// cutoff is pruned. Entries appended meanwhile finish after the cutoff.
+pub fn retain(
+    catalog: &dyn CatalogBackend,
+    policy: &Retention,
+    now: DateTime<Utc>,
+) -> Result<Retained, String> {
+    let err = |e: dossier_engine::dossier_store::Error| e.to_string();
+    let mut cutoff =
+        (policy.days > 0).then(|| now - chrono::Duration::days(i64::from(policy.days)));
+    if policy.max_entries > 0 {
+        if let Some(t) = past_the_count(catalog, policy.max_entries).map_err(err)? {
+            // Strictly after the first entry not kept, so the prune takes it too.
+            let t = t + chrono::Duration::microseconds(1);
+            cutoff = Some(cutoff.map_or(t, |c| c.max(t)));
+        }
+    }
+    let Some(cutoff) = cutoff else {
+        return Ok(Retained::default());
+    };
+    let mut done = Retained::default();
+    if let Some(dir) = &policy.export_dir {
+        let (n, file) = export_before(catalog, cutoff, dir, now)?;
+        done.exported = n;
+        done.file = file;
+        if n == 0 {
+            return Ok(done);
+        }
+    }
+    done.pruned = catalog.audit_prune(cutoff).map_err(err)?;
+    Ok(done)
+}
+
+/// The finishing time of the newest entry past the `keep` newest, if there is one.
+fn past_the_count(
+    catalog: &dyn CatalogBackend,
+    keep: usize,
+) -> dossier_engine::dossier_store::Result<Option<DateTime<Utc>>> {
+    let mut seen = 0usize;
+    let mut query = AuditQuery {
+        limit: dossier_engine::dossier_store::audit::MAX_PAGE,
+        ..AuditQuery::default()
+    };
+    loop {
+        let page = catalog.audit_list(&query)?;
+        if seen + page.entries.len() > keep {
+            return Ok(Some(page.entries[keep - seen].finished_at));
+        }
+        seen += page.entries.len();
+        match page.next_cursor.as_deref().and_then(Cursor::parse) {
+            Some(c) => query.cursor = Some(c),
+            None => return Ok(None),
+        }
+    }
+}
+
+/// Writes every entry finishing before `cutoff` to a new JSONL file in `dir`.
+fn export_before(
+    catalog: &dyn CatalogBackend,
+    cutoff: DateTime<Utc>,
+    dir: &std::path::Path,
+    now: DateTime<Utc>,
+) -> Result<(u64, Option<std::path::PathBuf>), String> {
+    use std::io::Write as _;
+    let io = |e: std::io::Error| format!("exporting the audit log to {}: {e}", dir.display());
+    let mut query = AuditQuery {
+        until: Some(cutoff),
+        limit: dossier_engine::dossier_store::audit::MAX_PAGE,
+        ..AuditQuery::default()
+    };
+    let mut page = catalog.audit_list(&query).map_err(|e| e.to_string())?;
+    if page.entries.is_empty() {
+        return Ok((0, None));
+    }
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let stamp = now.format("%Y%m%dT%H%M%S%.6fZ");
+    let file = dir.join(format!("audit-{stamp}.jsonl"));
+    let partial = dir.join(format!("audit-{stamp}.jsonl.partial"));
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&partial).map_err(io)?);
+    let mut n = 0u64;
+    loop {
+        for e in &page.entries {
+            let mut line = serde_json::to_value(e).map_err(|e| e.to_string())?;
+            if e.has_trace {
+                let trace = catalog
+                    .audit_trace(&e.request_id, &e.principal)
+                    .map_err(|e| e.to_string())?;
+                if let (Some(t), Some(obj)) = (trace, line.as_object_mut()) {
+                    let v = serde_json::from_slice(&t).unwrap_or_else(|_| {
+                        serde_json::Value::String(String::from_utf8_lossy(&t).into_owned())
+                    });
+                    obj.insert("trace".into(), v);
+                }
+            }
+            serde_json::to_writer(&mut out, &line).map_err(|e| e.to_string())?;
+            out.write_all(b"\n").map_err(io)?;
+            n += 1;
+        }
+        match page.next_cursor.as_deref().and_then(Cursor::parse) {
+            Some(c) => query.cursor = Some(c),
+            None => break,
+        }
+        page = catalog.audit_list(&query).map_err(|e| e.to_string())?;
+    }
+    let out = out.into_inner().map_err(|e| io(e.into_error()))?;
+    out.sync_all().map_err(io)?;
+    drop(out);
+    std::fs::rename(&partial, &file).map_err(io)?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok((n, Some(file)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

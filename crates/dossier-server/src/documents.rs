@@ -18,7 +18,8 @@ use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::StatusCode;
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
-use dossier_engine::{DocumentInfo, IngestReport, SectionView};
+use dossier_engine::dossier_store::principals::PrincipalWriter;
+use dossier_engine::{DocumentInfo, IngestAs, IngestReport, SectionView};
 use serde::{Deserialize, Serialize};
 use utoipa::{OpenApi, ToSchema};
 
@@ -300,9 +301,11 @@ async fn ingest_upload(
 ) -> Result<IngestReport, ApiError> {
     let rid = caller.request_id.clone();
     let permit = state.begin_expensive_write(caller)?;
-    let dir = state.uploads_dir().join(&caller.tenant).join(&rid.0);
+    let dir = upload_dir(state, caller)?;
     let engine = state.engine.clone();
     let tenant = caller.tenant.clone();
+    let (keys, me) = (state.keys.clone(), caller.principal.clone());
+    let cite = upload_uri(&caller.tenant, &rid.0);
     let report = blocking(&rid, move || {
         let _permit = permit;
         let paths = write_upload(&dir, &files)?;
@@ -334,8 +337,13 @@ async fn ingest_upload(
                 }
             }
         }
+        let key_names = |id: &str| keys.names_principal(id);
         let report = engine
-            .ingest_for_tenant(&paths, &tenant, &mut ())
+            .ingest_as(
+                &paths,
+                upload_as(&dir, &cite, &tenant, &me, &key_names),
+                &mut (),
+            )
             .map_err(Failure::from)?;
         if report.documents_added == 0
             && report.documents_unchanged == 0
@@ -356,6 +364,48 @@ async fn ingest_upload(
     // cache.
     state.cache.invalidate_tenant(&caller.tenant);
     report
+}
+
+/// How an upload is ingested: as the key's tenant admin, under the one principal rule
+/// (an upload never changes the uploader's own principal, whatever the key's scopes: an
+/// operator changes it with `PUT /v1/principals/{id}`), its files cited as
+/// `upload://TENANT/REQUEST-ID/NAME` rather than by the server's path.
+fn upload_as<'a>(
+    dir: &'a FsPath,
+    cite: &'a str,
+    tenant: &'a str,
+    me: &'a str,
+    key_names: &'a dyn Fn(&str) -> bool,
+) -> IngestAs<'a> {
+    IngestAs {
+        writer: PrincipalWriter::TenantAdmin {
+            tenant,
+            principal: me,
+            operator: false,
+            key_names,
+        },
+        cite_as: Some((dir, cite)),
+    }
+}
+
+/// Where one request's upload is kept: `TENANT/REQUEST-ID/` below the uploads
+/// directory. A tenant is a name, never a path (ids refuse one at ingest; a store from
+/// before that rule may still hold one, so it is checked here too, where it would
+/// matter).
+fn upload_dir(state: &AppState, caller: &Caller) -> Result<PathBuf, ApiError> {
+    let rid = &caller.request_id;
+    dossier_core::ids::check_tenant(&caller.tenant).map_err(|e| {
+        ApiError::new(
+            rid,
+            Failure::Invalid(format!("uploads are refused for this key's tenant: {e}")),
+        )
+    })?;
+    Ok(state.uploads_dir().join(&caller.tenant).join(&rid.0))
+}
+
+/// The URI prefix uploaded files are cited under.
+fn upload_uri(tenant: &str, rid: &str) -> String {
+    format!("upload://{tenant}/{rid}/")
 }
 
 fn dossier_ingest_options(tenant: &str) -> dossier_ingest::IngestOptions {
@@ -481,7 +531,7 @@ pub async fn start_ingest_job(
     let rid = caller.request_id.clone();
     let b = body(&rid, b)?;
     let permit = state.begin_expensive_write(&caller)?;
-    let dir = state.uploads_dir().join(&caller.tenant).join(&rid.0);
+    let dir = upload_dir(&state, &caller)?;
     // Files are written before answering, so a bad name is the request's error.
     let files = b.files;
     let write_dir = dir.clone();
@@ -495,9 +545,13 @@ pub async fn start_ingest_job(
     let engine = state.engine.clone();
     let cache = state.cache.clone();
     let tenant = caller.tenant.clone();
+    let (keys, me) = (state.keys.clone(), caller.principal.clone());
+    let cite = upload_uri(&caller.tenant, &rid.0);
     tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        let outcome = engine.ingest_for_tenant(&paths, &tenant, &mut job);
+        let key_names = |id: &str| keys.names_principal(id);
+        let how = upload_as(&dir, &cite, &tenant, &me, &key_names);
+        let outcome = engine.ingest_as(&paths, how, &mut job);
         cache.invalidate_tenant(&tenant);
         // The job's end means its documents are in the tenant's graph too (requests
         // meanwhile answer from the previous one; see `maintain`).

@@ -55,14 +55,30 @@ struct Job {
 }
 
 /// Every job since the server started.
-#[derive(Default)]
 pub struct Jobs {
     jobs: Mutex<BTreeMap<String, Job>>,
+    /// Drawn at start and part of every id: a restarted server (whose embedded store
+    /// keeps no jobs) never hands out an id an earlier process gave, so a client
+    /// polling an old id reads 404, not another job's outcome.
+    boot: String,
     next: AtomicU64,
     running: AtomicU64,
     idle: tokio::sync::Notify,
     /// Set when the store is shared: this replica's name in the jobs table.
     owner: std::sync::OnceLock<String>,
+}
+
+impl Default for Jobs {
+    fn default() -> Jobs {
+        Jobs {
+            jobs: Mutex::default(),
+            boot: format!("{:08x}", rand::random::<u32>()),
+            next: AtomicU64::default(),
+            running: AtomicU64::default(),
+            idle: tokio::sync::Notify::default(),
+            owner: std::sync::OnceLock::default(),
+        }
+    }
 }
 
 /// A job whose replica has not renewed its heartbeat for this long is reported failed.
@@ -84,11 +100,9 @@ impl Jobs {
     /// from here until the handle is finished or dropped).
     pub fn start(self: &Arc<Self>, tenant: &str, kind: &str, request_id: &str) -> JobHandle {
         let n = self.next.fetch_add(1, Ordering::SeqCst) + 1;
-        // Replicas of one store number their jobs apart.
-        let id = match self.owner.get() {
-            Some(owner) => format!("job-{}-{n}", &owner[..8]),
-            None => format!("job-{n}"),
-        };
+        // Replicas of one store, and one server before and after a restart, number
+        // their jobs apart.
+        let id = format!("job-{}-{n}", self.boot);
         self.running.fetch_add(1, Ordering::SeqCst);
         let info = JobInfo {
             id: id.clone(),
@@ -316,20 +330,36 @@ impl dossier_engine::Progress for JobHandle {
 mod tests {
     use super::*;
 
+    /// Issue 39: after a kill -9 of an embedded-store server, `job-1` read 404 and the
+    /// next job was given `job-1` again.
+    #[test]
+    fn job_ids_are_not_reused_after_a_restart() {
+        let mut seen = std::collections::HashSet::new();
+        for _process in 0..50 {
+            let jobs = Arc::new(Jobs::default());
+            for _ in 0..3 {
+                let h = jobs.start("t", "ingest", "r");
+                assert!(seen.insert(h.id().to_string()), "{} given twice", h.id());
+                h.finish(Ok(Value::Null));
+            }
+        }
+    }
+
     #[tokio::test]
     async fn waiting_for_idle_ends_only_when_every_job_has_ended() {
         let jobs = Arc::new(Jobs::default());
         let a = jobs.start("shop", "ingest", "r1");
         let b = jobs.start("shop", "reindex", "r2");
+        let (a_id, b_id) = (a.id().to_string(), b.id().to_string());
         let waiter = tokio::spawn({
             let jobs = jobs.clone();
             async move { jobs.wait_idle().await }
         });
         a.stage("embedding", 10);
         a.advance(4);
-        assert_eq!(jobs.get(None, "shop", "job-1").unwrap().done, 4);
+        assert_eq!(jobs.get(None, "shop", &a_id).unwrap().done, 4);
         assert!(
-            jobs.get(None, "acme", "job-1").is_none(),
+            jobs.get(None, "acme", &a_id).is_none(),
             "another tenant's job"
         );
         a.finish(Ok(Value::Null));
@@ -337,7 +367,7 @@ mod tests {
         assert!(!waiter.is_finished(), "job-2 still runs");
         drop(b); // a handle dropped without finishing marks its job failed
         waiter.await.unwrap();
-        assert_eq!(jobs.get(None, "shop", "job-2").unwrap().status, "failed");
-        assert_eq!(jobs.list(None, "shop")[0].id, "job-2");
+        assert_eq!(jobs.get(None, "shop", &b_id).unwrap().status, "failed");
+        assert_eq!(jobs.list(None, "shop")[0].id, b_id);
     }
 }

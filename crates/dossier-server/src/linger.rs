@@ -17,34 +17,23 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 /// At most this much is read from a connection being closed.
 pub const DRAIN_BYTES: u64 = 8 << 20;
 /// For at most this long.
 pub const DRAIN_TIME: Duration = Duration::from_secs(2);
 
-/// A listener whose connections linger on close (see the module documentation).
-pub struct LingeringListener(pub TcpListener);
-
-impl axum::serve::Listener for LingeringListener {
-    type Io = Lingering;
-    type Addr = std::net::SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        let (stream, addr) = axum::serve::Listener::accept(&mut self.0).await;
-        (Lingering(Some(stream)), addr)
-    }
-
-    fn local_addr(&self) -> io::Result<Self::Addr> {
-        self.0.local_addr()
-    }
-}
-
-/// A TCP stream drained on drop.
-pub struct Lingering(Option<TcpStream>);
+/// A TCP stream drained on drop, with what must live until the drain ends (the
+/// connection's place in the server's count of open connections).
+pub struct Lingering(Option<TcpStream>, Option<Box<dyn Send>>);
 
 impl Lingering {
+    /// `stream`, keeping `hold` until it is closed and drained.
+    pub fn holding(stream: TcpStream, hold: Box<dyn Send>) -> Lingering {
+        Lingering(Some(stream), Some(hold))
+    }
+
     fn stream(&mut self) -> Pin<&mut TcpStream> {
         Pin::new(self.0.as_mut().expect("the stream is only taken on drop"))
     }
@@ -92,6 +81,7 @@ impl AsyncWrite for Lingering {
 
 impl Drop for Lingering {
     fn drop(&mut self) {
+        let hold = self.1.take();
         let Some(mut stream) = self.0.take() else {
             return;
         };
@@ -99,6 +89,7 @@ impl Drop for Lingering {
             return;
         };
         runtime.spawn(async move {
+            let _hold = hold;
             use tokio::io::AsyncReadExt;
             use tokio::io::AsyncWriteExt;
             let _ = stream.shutdown().await;

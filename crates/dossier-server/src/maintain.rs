@@ -14,70 +14,29 @@
 //! against the current document view ([`Engine::serve_stale_graphs`]). The graph is
 //! derived, per replica, from the shared catalog: each replica refreshes its own.
 //!
-//! A third loop deletes audit entries past their retention (`--audit-retention-days`):
-//! at start, then every [`PRUNE_EVERY`]. On a shared store one replica prunes at a time
-//! (an advisory lock, as for the fold); the others find it busy and skip that round.
+//! Audit retention is not here: the server runs it (`lib.rs`, `audit::retain`), since
+//! it exports what it deletes.
 
 use std::sync::Arc;
 
 use dossier_engine::Engine;
 
-use crate::metrics::Metrics;
-
 /// Rows linked per blocking step: bounds how long one step holds a blocking thread
 /// (about a second at 100k chunks embedded, a few seconds of pgvector maintenance).
 const LINK_STEP: usize = 1024;
 
-/// How often audit entries past their retention are looked for.
-const PRUNE_EVERY: std::time::Duration = std::time::Duration::from_secs(3600);
-
-/// Starts the loops; they run until the returned task is aborted. `audit_retention_days`
-/// 0 keeps audit entries forever.
+/// Starts the loops; they run until the returned task is aborted.
 pub(crate) fn spawn(
     engine: Arc<Engine>,
     every: std::time::Duration,
-    audit_retention_days: u32,
-    metrics: Arc<Metrics>,
 ) -> tokio::task::JoinHandle<()> {
     engine.serve_stale_graphs(true);
     let vectors = link_vectors(engine.clone(), every);
     let graphs = refresh_graphs(engine.clone(), every);
-    let audit = (audit_retention_days > 0)
-        .then(|| prune_audit(engine, every, audit_retention_days, metrics));
     tokio::spawn(async move {
         // Aborting this task drops the guards, which abort the loops.
-        let _guards = (
-            AbortOnDrop(vectors),
-            AbortOnDrop(graphs),
-            audit.map(AbortOnDrop),
-        );
+        let _guards = (AbortOnDrop(vectors), AbortOnDrop(graphs));
         std::future::pending::<()>().await;
-    })
-}
-
-/// Deletes audit entries older than `days` days: shortly after start, then every
-/// [`PRUNE_EVERY`].
-fn prune_audit(
-    engine: Arc<Engine>,
-    first_after: std::time::Duration,
-    days: u32,
-    metrics: Arc<Metrics>,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        tokio::time::sleep(first_after).await;
-        loop {
-            let e = engine.clone();
-            match tokio::task::spawn_blocking(move || {
-                crate::audit::prune(e.store().catalog(), days)
-            })
-            .await
-            {
-                Ok(Ok(p)) => metrics.audit_pruned(p.entries),
-                Ok(Err(err)) => eprintln!("dossier-server: pruning the audit log failed: {err}"),
-                Err(_) => {}
-            }
-            tokio::time::sleep(PRUNE_EVERY).await;
-        }
     })
 }
 

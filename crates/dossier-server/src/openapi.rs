@@ -241,7 +241,7 @@ impl PartialSchema for SearchResult {
                 ObjectBuilder::new().property("degraded", reference::<SearchDegraded>()),
             )
             .description(Some(
-                "What `dossier search --json` prints: hits (each citing doc_id, version, section, source_uri), conflicts, and for graph modes the evidence subgraph and community reports; `degraded` when the search ran past its deadline and BM25 answered instead.",
+                "What `dossier search --json` prints: hits (each citing doc_id, version, section, source_uri), conflicts (at most 20, with `conflicts_total` counting them all), and for graph modes the evidence subgraph and community reports; `degraded` when the search ran past its deadline and BM25 answered instead.",
             ))
             .into()
     }
@@ -312,6 +312,9 @@ mod tests {
         );
         // `Option` with `skip_serializing_if` is not required; plain fields are.
         let required = &schemas["SearchResponse"]["required"];
-        assert_eq!(required, &serde_json::json!(["hits", "conflicts"]));
+        assert_eq!(
+            required,
+            &serde_json::json!(["hits", "conflicts", "conflicts_total"])
+        );
     }
 }

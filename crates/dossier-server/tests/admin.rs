@@ -897,3 +897,110 @@ async fn a_pdf_uploads_as_base64_with_its_metadata_and_its_sections_name_the_pag
         r.body
     );
 }
+
+/// Issue 39: `POST /v1/documents` (and `POST /v1/jobs/ingest`) with a `principals.yaml`
+/// rewrote the uploading admin's own principal — `PUT` refuses that — and created a
+/// principal whose id a key already names. Both go through the one principal rule now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_cannot_widen_itself_through_an_upload_or_a_job() {
+    let (store, engine) = fresh_engine();
+    // `ghost` has a key but no principal yet.
+    let keys: [Key; 3] = [
+        ("key-zhang", "zhang", true),
+        ("key-u7", "u7", false),
+        ("key-ghost", "ghost", false),
+    ];
+    let s = Server::start(engine, &keys).await;
+    let sre_doc = "risk-alerts-2026-11";
+    let widen =
+        "principals:\n  - id: zhang\n    tenant: shop\n    groups: [sre, support, supply-chain]\n";
+    let ghost = "principals:\n  - id: ghost\n    tenant: shop\n    groups: [sre]\n";
+    let groups_of = |body: &Value, id: &str| -> Option<Value> {
+        body.as_array()?
+            .iter()
+            .find(|p| p["id"] == id)
+            .map(|p| p["groups"].clone())
+    };
+    let before = s.get("/v1/principals", "key-zhang").await;
+    assert_eq!(before.status, 200, "{}", before.body);
+    for file in [widen, ghost] {
+        let r = s
+            .post(
+                "/v1/documents",
+                "key-zhang",
+                upload(&[("principals.yaml", file.into())]),
+            )
+            .await;
+        assert_eq!(r.status, 400, "{}", r.body);
+        let job = s
+            .post(
+                "/v1/jobs/ingest",
+                "key-zhang",
+                upload(&[("principals.yaml", file.into())]),
+            )
+            .await;
+        assert_eq!(job.status, 202, "{}", job.body);
+        let done = wait_job(&s, "key-zhang", job.body["id"].as_str().unwrap()).await;
+        assert_eq!(done["result"]["principals"], 0, "{done}");
+        let problems = done["result"]["problems"].to_string();
+        assert!(problems.contains("principal"), "{done}");
+        assert!(
+            !problems.contains(&*store.path().to_string_lossy()),
+            "{done}"
+        );
+    }
+    let after = s.get("/v1/principals", "key-zhang").await;
+    assert_eq!(
+        groups_of(&after.body, "zhang"),
+        groups_of(&before.body, "zhang")
+    );
+    assert_eq!(groups_of(&after.body, "ghost"), None, "{}", after.body);
+    // Whole responses: the admin's searches still miss the sre document.
+    for key in ["key-zhang", "key-ghost"] {
+        let r = s
+            .post(
+                "/v1/search",
+                key,
+                json!({"query": "风控异常周报 C-1002 RA-77", "mode": "bm25", "k": 20}),
+            )
+            .await;
+        assert!(!r.body.to_string().contains(sre_doc), "{key}: {}", r.body);
+    }
+    // What an admin may still do: another principal of its tenant, by upload.
+    let r = s
+        .post(
+            "/v1/documents",
+            "key-zhang",
+            upload(&[(
+                "principals.yaml",
+                "principals:\n  - id: new-hire\n    tenant: shop\n    groups: [customer]\n".into(),
+            )]),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["principals"], 1, "{}", r.body);
+    s.stop().await;
+}
+
+/// Issue 39: an uploaded document's `source_uri` showed readers the server's path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uploaded_document_is_cited_without_the_servers_path() {
+    let (store, s) = start().await;
+    let v1 = doc(
+        "returns-faq",
+        "1.0",
+        "",
+        "Parcels may be returned within 14 days of the okapi delivery.",
+    );
+    let r = s
+        .post("/v1/documents", "key-zhang", upload(&[("returns.md", v1)]))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let (docs, body) = s.search_docs("key-u7", "okapi delivery returned").await;
+    assert!(docs.iter().any(|d| d == "returns-faq@1.0"), "{docs:?}");
+    let text = body.to_string();
+    assert!(text.contains("upload://shop/"), "{text}");
+    assert!(!text.contains("file://"), "{text}");
+    assert!(!text.contains(&*store.path().to_string_lossy()), "{text}");
+    s.stop().await;
+}

@@ -94,6 +94,50 @@ async fn same(f: &mut Fixture, key: &str, what: &str, call: Call, hidden: &str) 
     a.status
 }
 
+/// Every way an upload or a job could rewrite an admin's own principal; each must
+/// leave the principals as they were.
+async fn widen_through_uploads(s: &Server) {
+    let before_a = s.get("/v1/principals", ADMIN_A).await.body;
+    let before_b = s.get("/v1/principals", ADMIN_B).await.body;
+    let files = [
+        (
+            ADMIN_B,
+            "- {id: admin-b, tenant: tb, groups: [staff, secret]}",
+        ),
+        (
+            ADMIN_B,
+            "- {id: admin-b, tenant: ta, groups: [staff, secret]}",
+        ),
+        (ADMIN_B, "- {id: reader, tenant: tb, groups: [staff]}"),
+        (
+            ADMIN_A,
+            "- {id: admin-a, tenant: ta, groups: [staff, secret, more]}",
+        ),
+        (ADMIN_A, "- {id: admin-b, tenant: ta, groups: [staff]}"),
+    ];
+    for (key, line) in files {
+        let body = json!({"files": [{"name": "principals.yaml",
+                                     "content": format!("principals:\n{line}\n")}]});
+        let r = s.post("/v1/documents", key, body.clone()).await;
+        assert_eq!(r.status, 400, "{line}: {}", r.text);
+        let job = s.post("/v1/jobs/ingest", key, body).await;
+        assert_eq!(job.status, 202, "{line}: {}", job.text);
+        let id = job.body["id"].as_str().unwrap().to_string();
+        let t0 = std::time::Instant::now();
+        loop {
+            let j = s.get(&format!("/v1/jobs/{id}"), key).await.body;
+            if j["status"] == "succeeded" || j["status"] == "failed" {
+                assert_eq!(j["result"]["principals"], 0, "{line}: {j}");
+                break;
+            }
+            assert!(t0.elapsed().as_secs() < 60, "{j}");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+    assert_eq!(s.get("/v1/principals", ADMIN_A).await.body, before_a);
+    assert_eq!(s.get("/v1/principals", ADMIN_B).await.body, before_b);
+}
+
 /// An MCP `tools/call` message (the MCP route answers for the same key as the others).
 fn mcp_call(tool: &str, arguments: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
@@ -121,6 +165,10 @@ async fn nothing_tells_not_yours_from_does_not_exist() {
             .get(&format!("/v1/documents/{}", w.visible_docs[0]), READER)
             .await;
         assert_eq!(own.status, 200, "{}", own.text);
+        // Issue 39: the admins try to widen themselves through the routes that write
+        // principals from files (an upload, an ingest job) — into the other tenant, into
+        // its groups. Every pair below then runs with whatever they hold afterwards.
+        widen_through_uploads(&f.server).await;
         // Documents, sections, evidence: every hidden document and its first chunk.
         for d in &w.hidden_docs {
             same(

@@ -47,6 +47,12 @@ pub struct DocEntry {
     pub meta: DocumentVersion,
     pub dv: u32,
     pub seqs: Vec<u64>,
+    /// The content sketch look-alike detection compares
+    /// ([`dossier_core::validity::sketch`] of the chunks' text), computed when the
+    /// version is stored. Absent from entries stored before it existed (read as empty:
+    /// no content evidence), so older catalogs stay readable.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sketch: Vec<u32>,
 }
 
 /// A chunk as stored, with the sequence number the indexes know it by.
@@ -126,6 +132,11 @@ where
     Ok(dv)
 }
 
+/// The content sketch of a version stored with `chunks` (see [`DocEntry::sketch`]).
+pub fn doc_sketch(chunks: &[Chunk]) -> Vec<u32> {
+    dossier_core::validity::sketch(chunks.iter().map(|c| c.text.as_str()))
+}
+
 /// The key of a document version.
 pub fn doc_key(meta: &DocumentVersion) -> DocKey {
     (
@@ -142,7 +153,12 @@ pub fn tenants_touched(batch: &CommitBatch) -> Vec<String> {
         .iter()
         .map(|d| d.meta.tenant.clone())
         .chain(batch.tables.iter().map(|(s, _)| s.tenant.clone()))
-        .chain(batch.principals.iter().map(|p| p.tenant.clone()))
+        .chain(
+            batch
+                .principals
+                .iter()
+                .map(|p| p.principal().tenant.clone()),
+        )
         .chain(batch.deletes.iter().map(|d| d.0.clone()))
         .chain(batch.decisions.iter().map(|d| d.tenant.clone()))
         .chain(batch.candidates.iter().map(|c| c.tenant.clone()))
@@ -174,7 +190,8 @@ pub struct CommitBatch {
     pub documents: Vec<NewDocument>,
     /// Whole tables: a table in the batch replaces its stored rows.
     pub tables: Vec<(RecordSchema, Vec<RecordRow>)>,
-    pub principals: Vec<Principal>,
+    /// Only through [`crate::principals::grant`]: the one rule for writing principals.
+    pub principals: Vec<crate::principals::GrantedPrincipal>,
     /// `(tenant, doc_id, version)`; `None` version removes every version.
     pub deletes: Vec<(String, String, Option<String>)>,
     /// Review decisions; a later decision on the same candidate replaces the earlier.
@@ -293,9 +310,18 @@ pub struct FoldStats {
     pub ms: f64,
 }
 
+/// The most memory redb's page cache may hold for the embedded catalog. redb's default
+/// is 1 GiB, and the catalog holds the audit log too: under sustained load the cache
+/// grew with the log and the server's RSS with it (issue 39: 108 MB to 1.24 GB over
+/// 6 x 30 s of 200 connections, levelling only at the default). Pages past it are read
+/// again through the operating system's file cache, which the kernel reclaims.
+pub const CACHE_BYTES: usize = 256 << 20;
+
 impl Catalog {
     pub fn open(path: &Path) -> Result<Catalog> {
-        let db = Database::create(path)?;
+        let db = redb::Builder::new()
+            .set_cache_size(CACHE_BYTES)
+            .create(path)?;
         let tx = db.begin_write()?;
         {
             tx.open_table(DOCS)?;
@@ -589,6 +615,7 @@ impl CatalogBackend for Catalog {
                 let k = key(&[&doc.meta.tenant, &doc.meta.doc_id, &doc.meta.version]);
                 remove_doc(&mut docs, &mut chunks, &mut vectors, &k, &mut change)?;
                 let dv = take_ordinal(&mut next_dv)?;
+                let sketch = doc_sketch(&doc.chunks);
                 let mut seqs = Vec::with_capacity(doc.chunks.len());
                 for (c, v) in doc.chunks.into_iter().zip(doc.vectors) {
                     let seq = next_seq;
@@ -603,6 +630,7 @@ impl CatalogBackend for Catalog {
                     meta: doc.meta,
                     dv,
                     seqs,
+                    sketch,
                 };
                 change.docs.push(doc_key(&entry.meta));
                 docs.insert(k.as_str(), serde_json::to_vec(&entry)?.as_slice())?;
@@ -631,7 +659,13 @@ impl CatalogBackend for Catalog {
                 schemas.insert(k.as_str(), serde_json::to_vec(&schema)?.as_slice())?;
             }
             let mut principals = tx.open_table(PRINCIPALS)?;
-            for p in batch.principals {
+            for g in batch.principals {
+                let stored = match principals.get(g.principal().id.as_str())? {
+                    Some(v) => Some(serde_json::from_slice::<Principal>(v.value())?),
+                    None => None,
+                };
+                g.check_still_holds(stored.as_ref())?;
+                let p = g.into_principal();
                 principals.insert(p.id.as_str(), serde_json::to_vec(&p)?.as_slice())?;
             }
             let mut reviews = tx.open_table(REVIEWS)?;

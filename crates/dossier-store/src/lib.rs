@@ -29,6 +29,7 @@ pub mod catalog;
 pub mod generations;
 pub mod idempotency;
 pub mod postgres;
+pub mod principals;
 mod scope;
 mod store;
 pub mod testing;

@@ -993,6 +993,7 @@ fn write_batch(tx: &mut Transaction, batch: CommitBatch) -> Result<ChangeSet> {
             &mut change,
         )?;
         let dv = take_ordinal(&mut next_dv)?;
+        let sketch = crate::catalog::doc_sketch(&doc.chunks);
         let mut seqs = Vec::with_capacity(doc.chunks.len());
         for (chunk, v) in doc.chunks.into_iter().zip(doc.vectors) {
             let seq = next_seq as u64;
@@ -1015,6 +1016,7 @@ fn write_batch(tx: &mut Transaction, batch: CommitBatch) -> Result<ChangeSet> {
             meta: doc.meta,
             dv,
             seqs,
+            sketch,
         };
         change.docs.push(doc_key(&entry.meta));
         tx.execute(
@@ -1058,7 +1060,17 @@ fn write_batch(tx: &mut Transaction, batch: CommitBatch) -> Result<ChangeSet> {
         )
         .map_err(pg)?;
     }
-    for p in batch.principals {
+    for g in batch.principals {
+        let stored: Option<Principal> = tx
+            .query_opt(
+                "SELECT body FROM principals WHERE id = $1 FOR UPDATE",
+                &[&g.principal().id],
+            )
+            .map_err(pg)?
+            .map(|r| serde_json::from_slice(r.get::<_, &[u8]>(0)))
+            .transpose()?;
+        g.check_still_holds(stored.as_ref())?;
+        let p = g.into_principal();
         tx.execute(
             "INSERT INTO principals (id, tenant, body) VALUES ($1, $2, $3)
              ON CONFLICT (id) DO UPDATE SET tenant = EXCLUDED.tenant, body = EXCLUDED.body",

@@ -513,6 +513,30 @@ impl Store {
     pub fn catalog(&self) -> &dyn CatalogBackend {
         self.catalog.as_ref()
     }
+
+    /// Puts principals through the one rule for writing them
+    /// ([`crate::principals::grant`]), with what the catalog holds under each id. The
+    /// outer error is the catalog's; the inner one names the first principal refused.
+    pub fn grant_principals(
+        &self,
+        writer: crate::principals::PrincipalWriter<'_>,
+        ps: Vec<dossier_core::Principal>,
+    ) -> Result<
+        std::result::Result<
+            Vec<crate::principals::GrantedPrincipal>,
+            crate::principals::PrincipalRefusal,
+        >,
+    > {
+        let mut out = Vec::with_capacity(ps.len());
+        for p in ps {
+            let existing = self.catalog.principal(&p.id)?;
+            match crate::principals::grant(writer, p, existing.as_ref()) {
+                Ok(g) => out.push(g),
+                Err(refusal) => return Ok(Err(refusal)),
+            }
+        }
+        Ok(Ok(out))
+    }
     /// The view and the active generation of one moment, for one request.
     pub fn snapshot(&self) -> Arc<Snapshot> {
         self.current.read().clone()

@@ -13,8 +13,10 @@ use std::sync::Arc;
 
 use chrono::NaiveDate;
 use dossier_core::review::{Decision, Subject};
-use dossier_core::text::base_title;
-use dossier_core::validity::{look_alikes, plan_validity_with, LookAlike, Validity};
+use dossier_core::text::title_key;
+use dossier_core::validity::{
+    buckets, owned_look_alikes, plan_validity_with, Bucket, Candidate, LookAlike, Validity, WINDOW,
+};
 use dossier_core::{DocKind, DocumentVersion, VersionRef};
 use dossier_index::Admit;
 use parking_lot::Mutex;
@@ -30,12 +32,15 @@ struct Slot {
     validity: Validity,
     /// The look-alike group it belongs to (`None`: never a look-alike).
     group: Option<GroupKey>,
+    /// Its buckets within the group ([`dossier_core::validity::buckets`]; empty
+    /// without a group).
+    buckets: Arc<[Bucket]>,
     /// Its tenant's ordinal in [`DocsView::tenants`].
     tenant: u32,
 }
 
 /// Versions that may be look-alikes of one another: one tenant, one knowledge base, one
-/// base title (as [`look_alikes`] groups them).
+/// title stem (as [`dossier_core::validity::group_of`] groups them).
 #[derive(Clone, PartialEq, Eq, Hash)]
 struct GroupKey {
     tenant: u32,
@@ -50,7 +55,7 @@ impl GroupKey {
         if m.kind == DocKind::Passage {
             return None;
         }
-        let title = base_title(&m.title);
+        let title = title_key(&m.title).stem;
         (!title.is_empty()).then(|| GroupKey {
             tenant: t,
             kb: m.kb.as_deref().map(Arc::from),
@@ -69,10 +74,14 @@ pub struct DocsView {
     /// By the key hash of a version, the `dv`s of the versions that declare they
     /// supersede it (itself excluded): what its validity depends on besides its own dates.
     successors: imbl::HashMap<u64, Vec<u32>>,
-    /// The `dv`s of each look-alike group's members.
-    groups: imbl::HashMap<GroupKey, Vec<u32>>,
-    /// The conflicts found in each group that has any, sorted.
-    conflicts: imbl::HashMap<GroupKey, Arc<Vec<LookAlike>>>,
+    /// The members of each bucket of each look-alike group, in group order.
+    buckets: imbl::HashMap<(GroupKey, Bucket), Members>,
+    /// The look-alike pairs each version owns (with versions after it in its group's
+    /// order, see [`owned_look_alikes`]), each with its partner's place; only non-empty
+    /// lists are kept.
+    owned: imbl::HashMap<u32, Arc<Vec<(Order, LookAlike)>>>,
+    /// By `dv`, the versions that own a pair with it.
+    named: imbl::HashMap<u32, Vec<u32>>,
     tenants: imbl::Vector<Arc<str>>,
     ordinals: imbl::HashMap<Arc<str>, u32>,
     /// The review decisions validity and conflicts were planned with.
@@ -82,6 +91,83 @@ pub struct DocsView {
     admit_cache: Mutex<HashMap<ScopeKey, Admit>>,
     /// Chunks an admission set admits, by the set's identity (a search asks per query).
     chunk_counts: Mutex<HashMap<u64, usize>>,
+}
+
+/// A version's place in its look-alike group: its start date, then its `dv` (fixed for
+/// the version's life, so a view kept up and one rebuilt order a group alike).
+type Order = (Option<NaiveDate>, u32);
+
+/// The members of one bucket, in order; one member is kept without a tree (most band
+/// buckets hold one).
+#[derive(Clone)]
+enum Members {
+    One(Order),
+    Many(imbl::OrdSet<Order>),
+}
+
+impl Members {
+    fn insert(&mut self, o: Order) {
+        match self {
+            Members::One(x) if *x == o => {}
+            Members::One(x) => {
+                let mut set = imbl::OrdSet::new();
+                set.insert(*x);
+                set.insert(o);
+                *self = Members::Many(set);
+            }
+            Members::Many(set) => {
+                set.insert(o);
+            }
+        }
+    }
+
+    /// Removes `o`; whether the bucket is empty after.
+    fn remove(&mut self, o: Order) -> bool {
+        match self {
+            Members::One(x) => *x == o,
+            Members::Many(set) => {
+                set.remove(&o);
+                if set.len() == 1 {
+                    let last = *set.get_min().expect("one member");
+                    *self = Members::One(last);
+                }
+                set_is_empty(self)
+            }
+        }
+    }
+
+    /// Up to `n` members after `o`, nearest first.
+    fn after(&self, o: Order, n: usize) -> Vec<Order> {
+        match self {
+            Members::One(x) => (*x > o).then_some(*x).into_iter().collect(),
+            Members::Many(set) => set
+                .range((std::ops::Bound::Excluded(o), std::ops::Bound::Unbounded))
+                .take(n)
+                .copied()
+                .collect(),
+        }
+    }
+
+    /// Up to `n` members before `o`, nearest first.
+    fn before(&self, o: Order, n: usize) -> Vec<Order> {
+        match self {
+            Members::One(x) => (*x < o).then_some(*x).into_iter().collect(),
+            Members::Many(set) => set.range(..o).rev().take(n).copied().collect(),
+        }
+    }
+}
+
+/// A version as look-alike detection reads it.
+fn candidate(s: &Slot) -> Candidate<'_> {
+    Candidate {
+        version: &s.entry.meta,
+        validity: s.validity,
+        sketch: &s.entry.sketch,
+    }
+}
+
+fn set_is_empty(m: &Members) -> bool {
+    matches!(m, Members::Many(set) if set.is_empty())
 }
 
 /// What an admission set depends on: tenant, sorted groups, date.
@@ -186,8 +272,9 @@ impl DocsView {
             slots: imbl::Vector::new(),
             by_key: KeyIndex::default(),
             successors: imbl::HashMap::new(),
-            groups: imbl::HashMap::new(),
-            conflicts: imbl::HashMap::new(),
+            buckets: imbl::HashMap::new(),
+            owned: imbl::HashMap::new(),
+            named: imbl::HashMap::new(),
             tenants: imbl::Vector::new(),
             ordinals: imbl::HashMap::new(),
             decisions: Arc::new(decisions),
@@ -255,10 +342,8 @@ impl DocsView {
             for t in touched {
                 let name = next.tenants[t as usize].clone();
                 let of_tenant = |e: &&Arc<DocEntry>| *e.meta.tenant == *name;
-                let fresh: Vec<&DocumentVersion> =
-                    fresh.iter().filter(of_tenant).map(|e| &e.meta).collect();
-                let gone: Vec<&DocumentVersion> =
-                    removed.iter().filter(of_tenant).map(|e| &e.meta).collect();
+                let fresh: Vec<&DocEntry> = fresh.iter().filter(of_tenant).map(|e| &**e).collect();
+                let gone: Vec<&DocEntry> = removed.iter().filter(of_tenant).map(|e| &**e).collect();
                 next.plan_changes(t, &fresh, &gone);
             }
         }
@@ -272,8 +357,9 @@ impl DocsView {
             slots: self.slots.clone(),
             by_key: self.by_key.clone(),
             successors: self.successors.clone(),
-            groups: self.groups.clone(),
-            conflicts: self.conflicts.clone(),
+            buckets: self.buckets.clone(),
+            owned: self.owned.clone(),
+            named: self.named.clone(),
             tenants: self.tenants.clone(),
             ordinals: self.ordinals.clone(),
             decisions: self.decisions.clone(),
@@ -311,10 +397,25 @@ impl DocsView {
             self.successors.entry(target).or_default().push(dv);
         }
         let group = GroupKey::of(tenant, m);
-        if let Some(g) = &group {
-            self.groups.entry(g.clone()).or_default().push(dv);
-        }
+        let bucketed: Arc<[Bucket]> = match &group {
+            Some(g) => {
+                let bs = buckets(&m.title, &entry.sketch);
+                for b in &bs {
+                    let at = (m.effective_from, dv);
+                    match self.buckets.get_mut(&(g.clone(), b.clone())) {
+                        Some(members) => members.insert(at),
+                        None => {
+                            self.buckets
+                                .insert((g.clone(), b.clone()), Members::One(at));
+                        }
+                    }
+                }
+                bs.into()
+            }
+            None => Arc::from(Vec::new()),
+        };
         let slot = Slot {
+            buckets: bucketed,
             validity: Validity {
                 from: m.effective_from,
                 to: m.effective_to,
@@ -335,8 +436,8 @@ impl DocsView {
         }
     }
 
-    /// Removes the version at `i` from every index; its look-alike group's conflicts
-    /// are left for the caller to search again.
+    /// Removes the version at `i` from every index, with the pairs it owns; the pairs
+    /// others own with it are left for the caller to plan again.
     fn remove(&mut self, i: usize) -> Arc<DocEntry> {
         let slot = self.slots.remove(i);
         let (m, dv) = (&slot.entry.meta, slot.entry.dv);
@@ -347,8 +448,18 @@ impl DocsView {
             unlist(&mut self.successors, &target, dv);
         }
         if let Some(g) = &slot.group {
-            unlist(&mut self.groups, g, dv);
+            for b in slot.buckets.iter() {
+                let k = (g.clone(), b.clone());
+                if self
+                    .buckets
+                    .get_mut(&k)
+                    .is_some_and(|members| members.remove((m.effective_from, dv)))
+                {
+                    self.buckets.remove(&k);
+                }
+            }
         }
+        self.unplan_owner(dv);
         slot.entry
     }
 
@@ -367,25 +478,16 @@ impl DocsView {
             let versions: Vec<&DocumentVersion> =
                 members.iter().map(|&i| &self.slots[i].entry.meta).collect();
             let plan = plan_validity_with(&versions, &mine.approved);
-            let groups: HashSet<GroupKey> = members
-                .iter()
-                .filter_map(|&i| self.slots[i].group.clone())
-                .collect();
-            for i in members {
+            for &i in &members {
                 let key = self.slots[i].entry.meta.key();
                 self.slots[i].validity = plan[&key];
             }
-            let stale: Vec<GroupKey> = self
-                .conflicts
-                .keys()
-                .filter(|g| g.tenant == t)
-                .cloned()
-                .collect();
-            for g in stale {
-                self.conflicts.remove(&g);
+            let dvs: Vec<u32> = members.iter().map(|&i| self.slots[i].entry.dv).collect();
+            for &dv in &dvs {
+                self.unplan_owner(dv);
             }
-            for g in groups {
-                self.search_group(g, &mine.settled);
+            for dv in dvs {
+                self.plan_owner(dv, &mine.settled);
             }
         }
     }
@@ -394,15 +496,16 @@ impl DocsView {
     /// (`fresh` versions stored, `gone` versions replaced or deleted), the decisions
     /// unchanged. A version's validity depends on its own dates and on the starts of the
     /// versions that supersede it (declared or approved), so only the versions read
-    /// afresh and those that any fresh or gone version supersedes can change. Conflicts
-    /// are pairs within one look-alike group, depending on the members' validity and
-    /// supersessions, so only the groups of those versions and of the gone ones are
-    /// searched again.
-    fn plan_changes(&mut self, t: u32, fresh: &[&DocumentVersion], gone: &[&DocumentVersion]) {
+    /// afresh and those that any fresh or gone version supersedes can change. The
+    /// look-alike pairs a version owns depend on it and the [`WINDOW`] members after it
+    /// in each of its buckets, so only the changed versions and the `WINDOW` before each
+    /// in its buckets are planned again: a commit costs what it changes, however large
+    /// the look-alike group.
+    fn plan_changes(&mut self, t: u32, fresh: &[&DocEntry], gone: &[&DocEntry]) {
         let tenant = self.tenants[t as usize].clone();
         let mine = TenantDecisions::of(&tenant, &self.decisions);
-        let mut targets: HashSet<VersionRef> = fresh.iter().map(|m| m.key()).collect();
-        for m in fresh.iter().chain(gone) {
+        let mut targets: HashSet<VersionRef> = fresh.iter().map(|e| e.meta.key()).collect();
+        for m in fresh.iter().chain(gone).map(|e| &e.meta) {
             targets.extend(m.supersedes.clone());
             for (newer, older) in &mine.approved {
                 if same_version(m, newer) {
@@ -410,8 +513,14 @@ impl DocsView {
                 }
             }
         }
-        let mut groups: HashSet<GroupKey> =
-            gone.iter().filter_map(|m| GroupKey::of(t, m)).collect();
+        // The versions whose pairs, or whose place in others' windows, changed.
+        let mut changed: Vec<(GroupKey, Arc<[Bucket]>, Order)> = Vec::new();
+        for e in gone {
+            if let Some(g) = GroupKey::of(t, &e.meta) {
+                let bs: Arc<[Bucket]> = buckets(&e.meta.title, &e.sketch).into();
+                changed.push((g, bs, (e.meta.effective_from, e.dv)));
+            }
+        }
         for target in &targets {
             let Some(i) = self.find(&tenant, &target.doc_id, &target.version) else {
                 continue;
@@ -419,10 +528,29 @@ impl DocsView {
             let validity = self.planned(i, target, &mine.approved);
             let slot = &mut self.slots[i];
             slot.validity = validity;
-            groups.extend(slot.group.clone());
+            if let Some(g) = &slot.group {
+                let at = (slot.entry.meta.effective_from, slot.entry.dv);
+                changed.push((g.clone(), slot.buckets.clone(), at));
+            }
         }
-        for g in groups {
-            self.search_group(g, &mine.settled);
+        let mut owners: HashSet<u32> = HashSet::new();
+        for (g, bs, at) in changed {
+            if self.position(at.1).is_some() {
+                owners.insert(at.1);
+            }
+            for b in bs.iter() {
+                if let Some(members) = self.buckets.get(&(g.clone(), b.clone())) {
+                    owners.extend(members.before(at, WINDOW).into_iter().map(|o| o.1));
+                }
+            }
+        }
+        let mut owners: Vec<u32> = owners.into_iter().collect();
+        owners.sort_unstable();
+        for &p in &owners {
+            self.unplan_owner(p);
+        }
+        for p in owners {
+            self.plan_owner(p, &mine.settled);
         }
     }
 
@@ -464,31 +592,49 @@ impl DocsView {
         v
     }
 
-    /// Searches one look-alike group for conflicts again.
-    fn search_group(&mut self, g: GroupKey, settled: &HashSet<(String, String)>) {
-        let members: Vec<usize> = self
-            .groups
-            .get(&g)
-            .into_iter()
-            .flatten()
-            .filter_map(|&dv| self.position(dv))
-            .collect();
-        let versions: Vec<&DocumentVersion> =
-            members.iter().map(|&i| &self.slots[i].entry.meta).collect();
-        let plan: HashMap<VersionRef, Validity> = members
-            .iter()
-            .map(|&i| (self.slots[i].entry.meta.key(), self.slots[i].validity))
-            .collect();
-        let found = if versions.len() < 2 {
-            Vec::new()
-        } else {
-            look_alikes(&versions, &plan, settled)
-        };
-        if found.is_empty() {
-            self.conflicts.remove(&g);
-        } else {
-            self.conflicts.insert(g, Arc::new(found));
+    /// Drops the pairs version `p` owns.
+    fn unplan_owner(&mut self, p: u32) {
+        if let Some(pairs) = self.owned.remove(&p) {
+            for (o, _) in pairs.iter() {
+                unlist(&mut self.named, &o.1, p);
+            }
         }
+    }
+
+    /// Finds the pairs version `p` owns ([`owned_look_alikes`]) among the [`WINDOW`]
+    /// members after it in each of its buckets; its old pairs must be dropped first.
+    fn plan_owner(&mut self, p: u32, settled: &HashSet<(String, String)>) {
+        let Some(i) = self.position(p) else {
+            return;
+        };
+        let slot = &self.slots[i];
+        let Some(g) = &slot.group else {
+            return;
+        };
+        let at = (slot.entry.meta.effective_from, p);
+        let mut following = Vec::new();
+        for b in slot.buckets.iter() {
+            let Some(members) = self.buckets.get(&(g.clone(), b.clone())) else {
+                continue;
+            };
+            for (d, o) in members.after(at, WINDOW).into_iter().enumerate() {
+                let j = self
+                    .position(o.1)
+                    .expect("a bucket's members are in the view");
+                following.push((d, o, candidate(&self.slots[j])));
+            }
+        }
+        let pairs = owned_look_alikes(&candidate(slot), following, settled);
+        if pairs.is_empty() {
+            return;
+        }
+        for (o, _) in &pairs {
+            let owners = self.named.entry(o.1).or_default();
+            if !owners.contains(&p) {
+                owners.push(p);
+            }
+        }
+        self.owned.insert(p, Arc::new(pairs));
     }
 
     /// How many document versions the view holds.
@@ -518,11 +664,12 @@ impl DocsView {
     /// Every look-alike conflict with its tenant, ordered by tenant and pair.
     pub fn look_alikes(&self) -> Vec<(&str, &LookAlike)> {
         let mut out: Vec<(&str, &LookAlike)> = self
-            .conflicts
+            .owned
             .iter()
-            .flat_map(|(g, pairs)| {
-                let tenant: &str = &self.tenants[g.tenant as usize];
-                pairs.iter().map(move |l| (tenant, l))
+            .filter_map(|(&p, pairs)| Some((self.position(p)?, pairs)))
+            .flat_map(|(i, pairs)| {
+                let tenant: &str = &self.tenants[self.slots[i].tenant as usize];
+                pairs.iter().map(move |(_, l)| (tenant, l))
             })
             .collect();
         out.sort_by(|(t, p), (u, q)| (t, &p.a, &p.b).cmp(&(u, &q.a, &q.b)));
@@ -535,11 +682,34 @@ impl DocsView {
             return Vec::new();
         };
         let mut out: Vec<&LookAlike> = self
-            .conflicts
+            .owned
             .iter()
-            .filter(|(g, _)| g.tenant == t)
-            .flat_map(|(_, pairs)| pairs.iter())
+            .filter(|(&p, _)| self.position(p).is_some_and(|i| self.slots[i].tenant == t))
+            .flat_map(|(_, pairs)| pairs.iter().map(|(_, l)| l))
             .collect();
+        out.sort_by(|p, q| (&p.a, &p.b).cmp(&(&q.a, &q.b)));
+        out
+    }
+
+    /// The look-alike conflicts the version at `i` is in, ordered by pair: the pairs it
+    /// owns and those owned by the versions [`DocsView`] lists as naming it, in time that
+    /// follows its own conflicts (a search asks this per hit).
+    pub fn look_alikes_at(&self, i: usize) -> Vec<&LookAlike> {
+        let dv = self.slots[i].entry.dv;
+        let own = self
+            .owned
+            .get(&dv)
+            .into_iter()
+            .flat_map(|pairs| pairs.iter());
+        let others = self
+            .named
+            .get(&dv)
+            .into_iter()
+            .flatten()
+            .filter_map(|p| self.owned.get(p))
+            .flat_map(|pairs| pairs.iter())
+            .filter(|(o, _)| o.1 == dv);
+        let mut out: Vec<&LookAlike> = own.chain(others).map(|(_, l)| l).collect();
         out.sort_by(|p, q| (&p.a, &p.b).cmp(&(&q.a, &q.b)));
         out
     }
