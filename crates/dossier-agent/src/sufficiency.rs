@@ -411,6 +411,12 @@ pub struct Decision {
     /// English ones (the reason its answer floor is English-only), so the same score
     /// says less.
     pub answer_han: f32,
+    /// Added to the cosine of a Chinese sentence judged against a question in Latin
+    /// script: e5-small rates such a pair about this much below a pair in one language,
+    /// so without it no English question over a Chinese policy is ever answered. (The
+    /// other way round needs none: a Chinese question rates everything close, the
+    /// reason for `answer_han`.)
+    pub latin_to_han: f32,
     pub partial: f32,
     pub floor: f32,
     pub span: f32,
@@ -436,6 +442,7 @@ impl Decision {
         lead_weight: 1.0,
         answer: 0.93,
         answer_han: 0.95,
+        latin_to_han: 0.06,
         partial: 0.90,
         floor: 0.80,
         span: 0.20,
@@ -463,7 +470,18 @@ impl Decision {
         if candidates.is_empty() {
             return none(Doubt::NoEvidence);
         }
-        let sims: Vec<f32> = candidates.iter().filter_map(|c| c.similarity).collect();
+        // Each cosine on the question script's scale.
+        let question_han = crate::text::han(&question.text);
+        let on_scale = |c: &Candidate| {
+            c.similarity.map(|s| {
+                if !question_han && crate::text::han(c.sentence) {
+                    s + self.latin_to_han
+                } else {
+                    s
+                }
+            })
+        };
+        let sims: Vec<f32> = candidates.iter().filter_map(on_scale).collect();
         if sims.is_empty() {
             // No embedder: this decision has nothing to weigh.
             return none(Doubt::NoEvidence);
@@ -478,13 +496,13 @@ impl Decision {
             if IdentifiersWritten.signal(question, c) == Signal::Excludes {
                 continue;
             }
-            let similarity = c.similarity.unwrap_or(0.0);
+            let similarity = on_scale(c).unwrap_or(0.0);
             let f = Features {
                 similarity,
                 words: score_of(WordsShared.signal(question, c)),
                 document_words: score_of(WordsInDocument.signal(question, c)),
                 slot_filled: score_of(SlotFilled.signal(question, c)) > 0.5,
-                same_language: crate::text::han(&question.text) == crate::text::han(c.sentence),
+                same_language: question_han == crate::text::han(c.sentence),
                 lead: similarity - mean,
                 document_rank: c.document_rank,
             };
@@ -502,7 +520,7 @@ impl Decision {
                 identifiers: question.identifiers.clone(),
             });
         };
-        let answer = if crate::text::han(&question.text) {
+        let answer = if question_han {
             self.answer_han
         } else {
             self.answer

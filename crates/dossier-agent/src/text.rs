@@ -678,9 +678,7 @@ pub fn other_language(a: &str, b: &str) -> bool {
 /// Whether a text is written mainly in Chinese characters (at least half as many as
 /// Latin letters).
 pub fn han(s: &str) -> bool {
-    let h = s.chars().filter(|c| is_han(*c)).count();
-    let latin = s.chars().filter(char::is_ascii_alphabetic).count();
-    h >= 1 && h * 2 >= latin
+    dossier_core::text::mostly_han(s)
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 //!   why; the sentence that says it is;
 //! - a Latin fragment inside a Chinese passage ("（学名：Coronosauria）") is not a
 //!   passage in another language, so meaning cannot cover the question through it,
-//!   while a real English passage still can;
+//!   nor does a whole English passage on its own (the one decision weighs it);
 //! - a theme question without `--mode global` is routed to the community reports and
 //!   answered from them when a report speaks of it (one of its character pairs), and
 //!   not when none does.
@@ -91,7 +91,10 @@ fn a_latin_fragment_of_a_chinese_passage_is_no_evidence_in_another_language() {
     assert_eq!(r.status, AnswerStatus::InsufficientEvidence, "{}", r.answer);
     assert_ne!(sq.judged_by.as_deref(), Some("meaning"));
 
-    // A passage written in English is one: the meaning check may cover the question.
+    // Nor is a whole passage in English, however close the embedder rates it, on its
+    // own: evidence in another language is weighed by the one sufficiency decision like
+    // any other (no separate rule covers a question with any other-language sentence
+    // within a cosine; issue 40), and no found document says the subject (结头).
     let dir = tempfile::tempdir().unwrap();
     pages.push((
         "knot",
@@ -101,9 +104,10 @@ fn a_latin_fragment_of_a_chinese_passage_is_no_evidence_in_another_language() {
     let engine = page_store(dir.path(), &pages);
     let r = ask_with(&engine, &ReshapedTools::all_close(&engine), question);
     let sq = &r.trace.sub_questions[0];
-    // Only the English page's sentences are candidates, so it is what covered it.
-    assert!(sq.covered, "{sq:?}");
-    assert_eq!(sq.judged_by.as_deref(), Some("meaning"));
+    assert!(sq.evidence.iter().any(|e| e.starts_with("knot@")), "{sq:?}");
+    assert_eq!(r.status, AnswerStatus::InsufficientEvidence, "{}", r.answer);
+    assert!(sq.fit.is_some(), "the decision judged it: {sq:?}");
+    assert!(sq.doubt.is_some(), "and says why not: {sq:?}");
 }
 
 #[test]

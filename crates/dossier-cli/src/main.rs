@@ -624,8 +624,15 @@ fn read_shadow_queries(path: &Path) -> Result<Vec<dossier_engine::shadow::Shadow
 }
 
 fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
-    println!("{}", serde_json::to_string_pretty(v)?);
-    Ok(())
+    use std::io::Write;
+    let text = serde_json::to_string_pretty(v)?;
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{text}").and_then(|()| out.flush()) {
+        // A reader that stopped reading (`| head`, a `jq` that exited) is not our
+        // failure: println! panicked here with a backtrace.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => Ok(r?),
+    }
 }
 
 fn modes(s: &str) -> Result<Vec<Mode>> {

@@ -1565,3 +1565,49 @@ fn audit_lists_filters_pages_and_prunes_the_log() {
     let none = Store::hash();
     none.run(&["audit"]).fails();
 }
+
+#[test]
+fn json_into_a_reader_that_stops_reading_is_no_panic() {
+    // `dossier --json search … | head -c 1`: the reader goes away after one byte of
+    // more JSON than a pipe holds. The command ends without a panic or a backtrace.
+    let store = Store::hash();
+    let dir = store.input("docs");
+    principals(&dir, &[("u1", "t1", &[])]);
+    for i in 0..100 {
+        let body =
+            format!("Harbour crane {i} unloads containers at the quay every night. ").repeat(40);
+        let doc = md(
+            &format!("crane-{i}"),
+            "1",
+            &format!("Crane {i}"),
+            "t1",
+            "",
+            &body,
+        );
+        write(&dir, &format!("crane-{i}.md"), doc);
+    }
+    store.ingest(&dir);
+    let mut child = store
+        .command(&[
+            "--json", "search", "--as", "u1", "--now", NOW, "--mode", "bm25", "-k", "100", "cranes",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run dossier");
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 1];
+    std::io::Read::read_exact(&mut stdout, &mut first).unwrap();
+    assert_eq!(&first, b"{");
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    // The output it was cut off in is more than a pipe holds (64 KiB).
+    let whole = store.run(&[
+        "--json", "search", "--as", "u1", "--now", NOW, "--mode", "bm25", "-k", "100", "cranes",
+    ]);
+    assert!(whole.stdout.len() > 100_000, "{} bytes", whole.stdout.len());
+}

@@ -27,6 +27,7 @@ mod graph;
 mod ingest;
 mod query_cache;
 pub mod review;
+mod scripts;
 mod search;
 pub mod shadow;
 

@@ -13,7 +13,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::global::ReportJson;
 use crate::graph::SubgraphJson;
-use crate::{Engine, Error, Result};
+use crate::{scripts, Engine, Error, Result};
+
+/// Dense hits a vector or hybrid ranking reads before putting the other script's on the
+/// question script's scale (`scripts`).
+const SCRIPT_DEPTH: usize = 80;
 
 /// Retrieval mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -357,16 +361,42 @@ impl Engine {
             span.record("vector_candidates", d.len());
             Ok(d)
         };
+        // Which dense hits are in the other script than the query's (see `scripts`).
+        let other_script = |d: &[Scored]| -> Result<HashSet<u64>> {
+            let query_han = dossier_core::text::mostly_han(query);
+            let seqs: Vec<u64> = d.iter().map(|s| s.seq).collect();
+            Ok(self
+                .store
+                .catalog()
+                .chunks(&seqs)?
+                .into_iter()
+                .filter(|c| dossier_core::text::mostly_han(&c.chunk.text) != query_han)
+                .map(|c| c.seq)
+                .collect())
+        };
         let ranked = match mode {
             Mode::Bm25 => lexical(k)?,
-            Mode::Vector => dense(k)?,
+            Mode::Vector => {
+                let d = dense((k * 4).max(SCRIPT_DEPTH))?;
+                let other = other_script(&d)?;
+                let mut d = scripts::onto_query_scale(d, &other);
+                d.truncate(k);
+                d
+            }
             Mode::Local | Mode::Graph | Mode::Global | Mode::Drift => {
                 unreachable!("graph modes return above")
             }
             Mode::Hybrid => {
                 // Fuse deeper lists than asked so that agreement below the cut counts.
                 let depth = (k * 4).max(40);
-                let (l, d) = (lexical(depth)?, dense(depth)?);
+                let l = lexical(depth)?;
+                // Deeper on the dense side: a passage in the other script may sit below
+                // the first 40 before it is put on the question script's scale.
+                let d = dense(depth.max(SCRIPT_DEPTH))?;
+                let other = other_script(&d)?;
+                let mut d = scripts::onto_query_scale(d, &other);
+                let l = scripts::lexical_blind_spots_filled(l, &d, &other);
+                d.truncate(depth);
                 match self.fusion {
                     Fusion::Rrf { dense_weight } => {
                         rrf(&[(&l, 1.0), (&d, dense_weight)], DEFAULT_RRF_K, k)
