@@ -481,7 +481,18 @@ impl Decision {
                 }
             })
         };
-        let sims: Vec<f32> = candidates.iter().filter_map(on_scale).collect();
+        // The field a candidate leads: the sentences in the question's script when there
+        // are any (sentences in the other script, on another scale, would move its mean).
+        let in_script: Vec<f32> = candidates
+            .iter()
+            .filter(|c| crate::text::han(c.sentence) == question_han)
+            .filter_map(on_scale)
+            .collect();
+        let sims: Vec<f32> = if in_script.is_empty() {
+            candidates.iter().filter_map(on_scale).collect()
+        } else {
+            in_script
+        };
         if sims.is_empty() {
             // No embedder: this decision has nothing to weigh.
             return none(Doubt::NoEvidence);
