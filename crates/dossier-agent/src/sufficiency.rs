@@ -311,9 +311,10 @@ pub struct Features {
     /// The sentence is in the question's script (Han or not): when it is not, words
     /// cannot be shared and only meaning speaks.
     pub same_language: bool,
-    /// How far the sentence's similarity stands above the mean of every candidate's:
-    /// an answer present in the evidence tends to stand out; a question the evidence
-    /// only brushes meets a flat field.
+    /// How far the sentence's similarity stands above the mean of the candidates in the
+    /// question's script (of every candidate when none is): an answer present in the
+    /// evidence tends to stand out; a question the evidence only brushes meets a flat
+    /// field.
     pub lead: f32,
     /// Where retrieval ranked the sentence's document among the evidence's documents
     /// (0: first).
