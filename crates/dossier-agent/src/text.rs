@@ -311,11 +311,7 @@ pub fn names_table(text: &str, table: &str) -> bool {
 
 pub use crate::inject::looks_like_instruction;
 
-/// Whether a character is a Han (CJK unified) ideograph: the range every
-/// Chinese-or-not decision of the agent counts.
-pub fn is_han(c: char) -> bool {
-    ('\u{4e00}'..='\u{9fff}').contains(&c)
-}
+pub use dossier_core::text::is_han;
 
 /// Whether the text is mostly Chinese.
 pub fn is_chinese(text: &str) -> bool {

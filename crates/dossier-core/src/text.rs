@@ -2,15 +2,18 @@
 
 use unicode_normalization::UnicodeNormalization;
 
+/// Whether a character is a Han (CJK unified) ideograph: the range every
+/// Chinese-or-not decision of the engine and the agent counts.
+pub fn is_han(c: char) -> bool {
+    ('\u{4e00}'..='\u{9fff}').contains(&c)
+}
+
 /// Whether a text is written mainly in Chinese characters: at least one Han ideograph
 /// and at least half as many as Latin letters (identifiers and numbers do not count, so
 /// "受影响客户：C-1001、C-1002。" is Chinese). The one script test the engine and the
 /// agent share.
 pub fn mostly_han(s: &str) -> bool {
-    let h = s
-        .chars()
-        .filter(|c| ('\u{4e00}'..='\u{9fff}').contains(c))
-        .count();
+    let h = s.chars().filter(|c| is_han(*c)).count();
     let latin = s.chars().filter(char::is_ascii_alphabetic).count();
     h >= 1 && h * 2 >= latin
 }

@@ -361,25 +361,26 @@ impl Engine {
             span.record("vector_candidates", d.len());
             Ok(d)
         };
-        // Which dense hits are in the other script than the query's (see `scripts`).
-        let other_script = |d: &[Scored]| -> Result<HashSet<u64>> {
+        // `n` dense hits with those in the other script than the query's put on its
+        // scale, and which those are (see `scripts`).
+        let dense_on_query_scale = |n| -> Result<(Vec<Scored>, HashSet<u64>)> {
+            let d = dense(n)?;
             let query_han = dossier_core::text::mostly_han(query);
             let seqs: Vec<u64> = d.iter().map(|s| s.seq).collect();
-            Ok(self
+            let other: HashSet<u64> = self
                 .store
                 .catalog()
                 .chunks(&seqs)?
                 .into_iter()
                 .filter(|c| dossier_core::text::mostly_han(&c.chunk.text) != query_han)
                 .map(|c| c.seq)
-                .collect())
+                .collect();
+            Ok((scripts::onto_query_scale(d, &other), other))
         };
         let ranked = match mode {
             Mode::Bm25 => lexical(k)?,
             Mode::Vector => {
-                let d = dense((k * 4).max(SCRIPT_DEPTH))?;
-                let other = other_script(&d)?;
-                let mut d = scripts::onto_query_scale(d, &other);
+                let (mut d, _) = dense_on_query_scale((k * 4).max(SCRIPT_DEPTH))?;
                 d.truncate(k);
                 d
             }
@@ -392,9 +393,7 @@ impl Engine {
                 let l = lexical(depth)?;
                 // Deeper on the dense side: a passage in the other script may sit below
                 // the first 40 before it is put on the question script's scale.
-                let d = dense(depth.max(SCRIPT_DEPTH))?;
-                let other = other_script(&d)?;
-                let mut d = scripts::onto_query_scale(d, &other);
+                let (mut d, other) = dense_on_query_scale(depth.max(SCRIPT_DEPTH))?;
                 let l = scripts::lexical_blind_spots_filled(l, &d, &other);
                 d.truncate(depth);
                 match self.fusion {
